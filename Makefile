@@ -1,0 +1,47 @@
+# mlxgate: `make gate` runs the conformance suite and writes reports/out/;
+# `make test` runs every test. Both build .venv first when it is missing or
+# when pyproject.toml changed since it was built.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+EXTRAS ?=
+comma := ,
+STAMP := $(VENV)/.stamp-$(subst $(comma),_,$(if $(EXTRAS),$(EXTRAS),base))
+OUT := reports/out
+# Options forwarded to pytest, e.g. make gate ARGS="-k argmax" DEVICE=cpu PROFILE=thorough
+ARGS ?=
+DEVICE ?=
+PROFILE ?=
+WORKERS ?= auto
+pytest_opts = $(if $(DEVICE),--device $(DEVICE)) $(if $(PROFILE),--hypothesis-profile $(PROFILE))
+
+.PHONY: gate test venv clean ci
+
+$(STAMP): pyproject.toml scripts/requirements.py
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+	$(PY) scripts/requirements.py $(EXTRAS) > $(VENV)/requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/requirements.txt
+	@rm -f $(VENV)/.stamp-* && touch $@
+
+venv: $(STAMP)
+
+# The conformance gate: oracles, properties and parity gates on the default
+# device; writes results.jsonl, junit.xml and the summary; non-zero on failure.
+gate: $(STAMP)
+	@rm -rf $(OUT) && mkdir -p $(OUT)
+	@$(PY) -m pytest meta_tests reference impl properties parity $(pytest_opts) \
+	  -n $(WORKERS) --junitxml=$(OUT)/junit.xml $(ARGS); \
+	$(PY) -m reports.summary $(OUT) --pytest-status $$?
+
+# Every test in the repository (what CI runs).
+test: $(STAMP)
+	@mkdir -p $(OUT)
+	$(PY) -m pytest $(pytest_opts) -n $(WORKERS) $(ARGS)
+
+ci:
+	CI=true ./.ci/run
+
+clean:
+	rm -rf $(VENV) $(OUT) .hypothesis

@@ -1,0 +1,244 @@
+"""The one gate API: every conformance check in mlxgate is a call on a ``Gate``.
+
+A gate compares a kernel's output with a reference under a stated threshold.
+Each call, pass or fail, produces one record (test id, gate, kernel, arm, dtype,
+shape, measured, threshold, derivation, verdict, worst element) that goes to the
+results file (``reports.recorder``) and from there into the report. A failing
+gate raises ``GateFailure`` whose message names the worst element (index, both
+values), the threshold and where the threshold comes from.
+
+Tests get a ``Gate`` from the ``gate`` fixture (``conftest.py``), already bound
+to the test id and the ``arm`` parameter. Thresholds that the caller chooses
+take a ``why=`` argument that must state the derivation (dtype epsilon, length,
+measured noise floor); an empty ``why`` is refused.
+
+Gates:
+  bit_exact    identical dtype, shape and bytes (NaN payloads included)
+  equal        identical values for integer outputs (token ids, block tables)
+  max_ulp      max distance in units in the last place of the output dtype
+  nmse         sum((a-r)^2) / sum(r^2), llama.cpp's normalized MSE
+  kl           max over rows of KL(p_ref || p_test) from logits
+  error_ratio  max|a-r| <= factor * max|base-r| + floor (FlashAttention's rule)
+
+Non-finite values are compared by position and sign first (NaN vs NaN, +inf vs
++inf); the numeric gates then measure only the positions finite in both.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from reference import metrics
+from reports.recorder import append_record
+
+FLASH_ATTENTION_FACTOR = 2.0
+ERROR_RATIO_WHY = (
+    "FlashAttention's rule: the kernel may be at most {factor:g}x as far from the float64 "
+    "oracle as the same computation done naively in the input dtype (baseline), plus a floor "
+    "of one {dtype} ULP at max|ref| ({floor:.3g}) so an exact baseline cannot force 0"
+)
+
+
+class GateFailure(AssertionError):
+    """A gate's measurement exceeded its threshold."""
+
+    def __init__(self, record: dict[str, Any]):
+        self.record = record
+        super().__init__(describe_failure(record))
+
+
+def describe_failure(record: dict[str, Any]) -> str:
+    where = ", ".join(f"{k}={record[k]}" for k in ("kernel", "arm", "dtype") if record.get(k))
+    text = (
+        f"{record['gate']} gate failed ({where or 'no context'}; shape {record.get('shape')}): "
+        f"measured {record['measured']!r} > threshold {record['threshold']!r}"
+    )
+    if record.get("worst"):
+        worst = record["worst"]
+        text += f"; worst element at index {tuple(worst['index'])}: got {worst['actual']!r}, expected {worst['expected']!r}"
+    if record.get("detail"):
+        text += f"; {record['detail']}"
+    return text + f". Threshold: {record['derivation']}"
+
+
+Sink = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Gate calls bound to one test (and optionally one kernel / arm)."""
+
+    test_id: str
+    kernel: str | None = None
+    arm: str | None = None
+    sink: Sink = field(default=append_record, repr=False, compare=False)
+
+    def bind(self, **context: Any) -> "Gate":
+        """A copy with ``kernel`` and/or ``arm`` set."""
+        unknown = set(context) - {"kernel", "arm"}
+        if unknown:
+            raise ValueError(f"bind accepts kernel and arm, not {sorted(unknown)}")
+        return replace(self, **context)
+
+    # --- the gates -------------------------------------------------------
+
+    def bit_exact(self, actual, expected, *, what: str = "", **context: Any) -> dict[str, Any]:
+        """Same dtype, same shape, same bytes."""
+        a, e = metrics.to_numpy(actual, name="actual"), metrics.to_numpy(expected, name="expected")
+        derivation = "bit-exact: the contract promises identical bytes" + (f" ({what})" if what else "")
+        detail = ""
+        if a.dtype != e.dtype:
+            detail = f"dtype {a.dtype} != expected {e.dtype}"
+        elif a.shape != e.shape:
+            detail = f"shape {a.shape} != expected {e.shape}"
+        if detail:
+            return self._record("bit_exact", a, measured=float("inf"), threshold=0, derivation=derivation,
+                                passed=False, detail=detail, **context)
+        a_bytes = np.ascontiguousarray(a).view(np.uint8).reshape(a.shape + (-1,)) if a.size else a
+        e_bytes = np.ascontiguousarray(e).view(np.uint8).reshape(e.shape + (-1,)) if e.size else e
+        differs = np.any(a_bytes != e_bytes, axis=-1) if a.size else np.zeros(a.shape, bool)
+        count = int(np.count_nonzero(differs))
+        worst = None
+        if count:
+            i = int(np.flatnonzero(differs)[0])
+            worst = metrics.Mismatch(tuple(int(v) for v in np.unravel_index(i, a.shape)),
+                                     _scalar(a.flat[i]), _scalar(e.flat[i]))
+        return self._record("bit_exact", a, measured=count, threshold=0, derivation=derivation,
+                            passed=count == 0, worst=worst, detail=f"{count} of {a.size} elements differ" if count else "",
+                            **context)
+
+    def equal(self, actual, expected, *, what: str = "", **context: Any) -> dict[str, Any]:
+        """Exact equality of values (integer outputs; dtype width may differ)."""
+        a, e = metrics.to_numpy(actual, name="actual"), metrics.to_numpy(expected, name="expected")
+        derivation = "exact equality of values" + (f" ({what})" if what else "")
+        if a.shape != e.shape:
+            return self._record("equal", a, measured=float("inf"), threshold=0, derivation=derivation,
+                                passed=False, detail=f"shape {a.shape} != expected {e.shape}", **context)
+        differs = a != e
+        count = int(np.count_nonzero(differs))
+        worst = None
+        if count:
+            i = int(np.flatnonzero(differs)[0])
+            worst = metrics.Mismatch(tuple(int(v) for v in np.unravel_index(i, a.shape)),
+                                     _scalar(a.flat[i]), _scalar(e.flat[i]))
+        return self._record("equal", a, measured=count, threshold=0, derivation=derivation, passed=count == 0,
+                            worst=worst, detail=f"{count} of {a.size} elements differ" if count else "", **context)
+
+    def max_ulp(self, actual, expected, *, ulps: float, why: str, dtype: str | None = None,
+                **context: Any) -> dict[str, Any]:
+        a = metrics.to_numpy(actual, name="actual")
+        dtype = dtype or metrics.dtype_name(a.dtype)
+        _require_threshold("ulps", ulps, why)
+        measured, worst = metrics.max_ulp(a, expected, dtype)
+        return self._record("max_ulp", a, measured=measured, threshold=ulps, derivation=why,
+                            passed=measured <= ulps, worst=worst, dtype=dtype, **context)
+
+    def nmse(self, actual, expected, *, limit: float, why: str, **context: Any) -> dict[str, Any]:
+        _require_threshold("limit", limit, why)
+        a = metrics.to_numpy(actual, name="actual")
+        bad = metrics.nonfinite_mismatch(a, expected)
+        if bad:
+            return self._nonfinite("nmse", a, bad, limit, why, **context)
+        measured = metrics.nmse(a, expected)
+        _, worst = metrics.max_abs_error(a, expected)
+        return self._record("nmse", a, measured=measured, threshold=limit, derivation=why,
+                            passed=measured <= limit, worst=worst, **context)
+
+    def kl(self, ref_logits, test_logits, *, limit: float, why: str, **context: Any) -> dict[str, Any]:
+        """max over rows of KL(softmax(ref) || softmax(test))."""
+        _require_threshold("limit", limit, why)
+        t = metrics.to_numpy(test_logits, name="test_logits")
+        per_row = metrics.kl_divergence(ref_logits, t)
+        per_row = np.atleast_1d(per_row)
+        i = int(np.nanargmax(np.where(np.isnan(per_row), np.inf, per_row)))
+        measured = float(per_row.flat[i]) if not np.isnan(per_row.flat[i]) else float("inf")
+        worst = metrics.Mismatch(tuple(int(v) for v in np.unravel_index(i, per_row.shape)), measured, 0.0)
+        return self._record("kl", t, measured=measured, threshold=limit, derivation=why,
+                            passed=measured <= limit, worst=worst, detail=f"row {worst.index} has the largest KL",
+                            **context)
+
+    def error_ratio(self, actual, reference, baseline, *, factor: float = FLASH_ATTENTION_FACTOR,
+                    floor: float | None = None, dtype: str | None = None, why: str | None = None,
+                    **context: Any) -> dict[str, Any]:
+        """max|actual-ref| <= factor * max|baseline-ref| + floor.
+
+        ``floor`` defaults to ``metrics.rounding_noise_floor(reference, dtype)``:
+        one output-dtype ULP at the largest |ref|.
+        """
+        a = metrics.to_numpy(actual, name="actual")
+        dtype = dtype or metrics.dtype_name(a.dtype)
+        bad = metrics.nonfinite_mismatch(a, reference)
+        if floor is None:
+            floor = metrics.rounding_noise_floor(reference, dtype)
+        derivation = why or ERROR_RATIO_WHY.format(factor=factor, dtype=dtype, floor=floor)
+        if bad:
+            return self._nonfinite("error_ratio", a, bad, float("nan"), derivation, dtype=dtype, **context)
+        result = metrics.error_ratio(a, reference, baseline, factor=factor, floor=floor)
+        return self._record(
+            "error_ratio", a, measured=result.error, threshold=result.bound, derivation=derivation,
+            passed=result.passed, worst=result.worst, dtype=dtype,
+            detail=f"baseline error {result.baseline_error:.3g}, factor {factor:g}, floor {floor:.3g}",
+            extra={"baseline_error": result.baseline_error, "floor": floor, "factor": factor}, **context)
+
+    def finding(self, title: str, evidence: dict[str, Any], **context: Any) -> dict[str, Any]:
+        """Record a fact established about MLX itself (not a pass/fail gate)."""
+        if not title:
+            raise ValueError("title must name the finding")
+        record = {"kind": "finding", "test_id": self.test_id, "title": title, "evidence": evidence,
+                  "kernel": context.get("kernel", self.kernel), "arm": context.get("arm", self.arm),
+                  "time": time.time()}
+        self.sink(record)
+        return record
+
+    # --- plumbing ---------------------------------------------------------
+
+    def _nonfinite(self, gate: str, a: np.ndarray, bad: metrics.Mismatch, threshold: float, why: str,
+                   **context: Any) -> dict[str, Any]:
+        return self._record(gate, a, measured=float("inf"), threshold=threshold, derivation=why, passed=False,
+                            worst=bad, detail="NaN/inf placement or sign differs from the reference", **context)
+
+    def _record(self, gate: str, a: np.ndarray, *, measured, threshold, derivation: str, passed: bool,
+                worst: metrics.Mismatch | None = None, detail: str = "", extra: dict | None = None,
+                dtype: str | None = None, **context: Any) -> dict[str, Any]:
+        unknown = set(context) - {"kernel", "arm", "shape", "case"}
+        if unknown:
+            raise ValueError(f"unknown gate context {sorted(unknown)}; use kernel=, arm=, shape=, case=")
+        record = {
+            "kind": "gate",
+            "test_id": self.test_id,
+            "gate": gate,
+            "kernel": context.get("kernel", self.kernel),
+            "arm": context.get("arm", self.arm),
+            "case": context.get("case"),
+            "dtype": dtype or metrics.dtype_name(a.dtype),
+            "shape": list(context.get("shape", a.shape)),
+            "measured": measured,
+            "threshold": threshold,
+            "derivation": derivation,
+            "passed": bool(passed),
+            "worst": None if worst is None else {"index": list(worst.index), "actual": worst.actual,
+                                                 "expected": worst.expected},
+            "detail": detail,
+            "time": time.time(),
+            **(extra or {}),
+        }
+        self.sink(record)
+        if not passed:
+            raise GateFailure(record)
+        return record
+
+
+def _scalar(value) -> float | int:
+    value = value.item() if hasattr(value, "item") else value
+    return value if isinstance(value, (int, bool)) else float(value)
+
+
+def _require_threshold(name: str, value: float, why: str) -> None:
+    if not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a non-negative finite threshold, got {value!r}")
+    if not why or not why.strip():
+        raise ValueError("why must state the threshold's derivation (dtype epsilon, length, measured noise floor)")

@@ -1,0 +1,7 @@
+"""The suite's Hypothesis strategies, one import for every test:
+
+    from properties import strategies as sts
+
+Grouped by area in submodules (``attention``, ``kv``, ``argmax``, ...) and
+re-exported here, so a strategy is written once and every area reuses it.
+"""

@@ -1,0 +1,241 @@
+"""Error metrics in float64: KL, NMSE, ULP distance, error ratio, non-finite agreement.
+
+Everything here takes array-likes (NumPy, MLX arrays, ml_dtypes arrays) and
+computes in float64 on the host. Thresholds are not chosen here: the gate API
+(`parity.gates`) pairs each metric with a threshold and its derivation.
+
+Non-finite policy (llama.cpp test-backend-ops style): NaN and inf are compared
+by position and sign, never by magnitude. ``nonfinite_mismatch`` finds the first
+position where the two arrays disagree on that; the finite metrics then only
+look at positions where both values are finite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+from scipy.special import log_softmax
+
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+
+# Unsigned integer views used to order floats by their bit patterns.
+_BITS = {
+    "float32": (np.dtype(np.float32), np.uint32, 32),
+    "float16": (np.dtype(np.float16), np.uint16, 16),
+    "bfloat16": (np.dtype(ml_dtypes.bfloat16), np.uint16, 16),
+}
+
+
+def dtype_name(dtype) -> str:
+    """Canonical name ('float32', 'float16', 'bfloat16', ...) of an MLX/NumPy dtype."""
+    text = str(dtype)
+    return text.rsplit(".", 1)[-1]
+
+
+def to_numpy(x, *, name: str = "x") -> np.ndarray:
+    """A host NumPy copy of ``x``, keeping float16/bfloat16 as themselves."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__array_namespace__") or type(x).__module__.startswith("mlx"):
+        import mlx.core as mx
+
+        if isinstance(x, mx.array):
+            if x.dtype == mx.bfloat16:
+                # NumPy has no bfloat16; go through the raw bits.
+                return np.array(x.view(mx.uint16)).view(ml_dtypes.bfloat16)
+            return np.array(x)
+    if hasattr(x, "detach"):  # torch tensor
+        return x.detach().cpu().numpy()
+    try:
+        return np.asarray(x)
+    except Exception as exc:  # pragma: no cover - message path
+        raise TypeError(f"{name} must be array-like, got {type(x).__name__}") from exc
+
+
+def as_f64(x, *, name: str = "x") -> np.ndarray:
+    return to_numpy(x, name=name).astype(np.float64)
+
+
+def check_same_shape(a: np.ndarray, b: np.ndarray, names: tuple[str, str]) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f"{names[0]} has shape {a.shape} but {names[1]} has shape {b.shape}")
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The worst (or first) offending element of a comparison."""
+
+    index: tuple[int, ...]
+    actual: float
+    expected: float
+
+    def describe(self) -> str:
+        return f"at index {self.index}: got {self.actual!r}, expected {self.expected!r}"
+
+
+def _index(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(flat_index, shape)) if shape else ()
+
+
+def nonfinite_mismatch(actual, expected) -> Mismatch | None:
+    """First position where NaN / +inf / -inf placement differs, else None."""
+    a, e = as_f64(actual, name="actual"), as_f64(expected, name="expected")
+    check_same_shape(a, e, ("actual", "expected"))
+    a_class = np.where(np.isnan(a), 2, np.where(np.isinf(a), np.sign(a) * 3, 0))
+    e_class = np.where(np.isnan(e), 2, np.where(np.isinf(e), np.sign(e) * 3, 0))
+    bad = np.flatnonzero(a_class != e_class)
+    if bad.size == 0:
+        return None
+    i = int(bad[0])
+    return Mismatch(_index(i, a.shape), float(a.flat[i]), float(e.flat[i]))
+
+
+def finite_both(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+    return np.isfinite(a) & np.isfinite(e)
+
+
+def max_abs_error(actual, expected) -> tuple[float, Mismatch | None]:
+    """max |actual - expected| over positions finite in both, and where it occurs."""
+    a, e = as_f64(actual, name="actual"), as_f64(expected, name="expected")
+    check_same_shape(a, e, ("actual", "expected"))
+    err = np.where(finite_both(a, e), np.abs(a - e), 0.0)
+    if err.size == 0:
+        return 0.0, None
+    i = int(np.argmax(err))
+    return float(err.flat[i]), Mismatch(_index(i, a.shape), float(a.flat[i]), float(e.flat[i]))
+
+
+def ordered_bits(x, dtype: str) -> np.ndarray:
+    """Integers whose order and differences follow the floats' (adjacent floats differ by 1).
+
+    +0 and -0 both map to 0, so they are 0 ULP apart.
+    """
+    if dtype not in _BITS:
+        raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    np_dtype, uint, nbits = _BITS[dtype]
+    raw = np.ascontiguousarray(to_numpy(x).astype(np_dtype)).view(uint).astype(np.int64)
+    sign = raw >> (nbits - 1)
+    magnitude = raw & ((1 << (nbits - 1)) - 1)
+    return np.where(sign == 1, -magnitude, magnitude)
+
+
+def ulp_distance(actual, expected, dtype: str) -> np.ndarray:
+    """Elementwise distance in units in the last place of ``dtype``.
+
+    Both inputs are first rounded to ``dtype``. Positions where the non-finite
+    classes differ count as infinitely far; matching NaN/inf count as 0.
+    """
+    a, e = to_numpy(actual, name="actual"), to_numpy(expected, name="expected")
+    check_same_shape(a, e, ("actual", "expected"))
+    a64, e64 = a.astype(np.float64), e.astype(np.float64)
+    distance = np.abs(ordered_bits(a, dtype) - ordered_bits(e, dtype)).astype(np.float64)
+    nonfinite = ~finite_both(a64, e64)
+    same_class = (np.isnan(a64) & np.isnan(e64)) | (np.isinf(a64) & (a64 == e64))
+    distance[nonfinite] = np.where(same_class[nonfinite], 0.0, np.inf)
+    return distance
+
+
+def max_ulp(actual, expected, dtype: str) -> tuple[float, Mismatch | None]:
+    distance = ulp_distance(actual, expected, dtype)
+    if distance.size == 0:
+        return 0.0, None
+    i = int(np.argmax(distance))
+    a, e = as_f64(actual), as_f64(expected)
+    return float(distance.flat[i]), Mismatch(_index(i, distance.shape), float(a.flat[i]), float(e.flat[i]))
+
+
+def nmse(actual, expected) -> float:
+    """Normalized mean squared error sum((a-e)^2) / sum(e^2) (llama.cpp's NMSE).
+
+    An all-zero ``expected`` gives 0 when ``actual`` is also zero, else inf.
+    """
+    a, e = as_f64(actual, name="actual"), as_f64(expected, name="expected")
+    check_same_shape(a, e, ("actual", "expected"))
+    both = finite_both(a, e)
+    num = float(np.sum((a[both] - e[both]) ** 2))
+    den = float(np.sum(e[both] ** 2))
+    if den == 0.0:
+        return 0.0 if num == 0.0 else float("inf")
+    return num / den
+
+
+def kl_divergence(ref_logits, test_logits, *, axis: int = -1) -> np.ndarray:
+    """KL(p_ref || p_test) per row, from logits, in float64 (scipy's log_softmax).
+
+    Rows whose reference distribution puts mass where the test one has none
+    give inf. Shapes must match.
+    """
+    p, q = as_f64(ref_logits, name="ref_logits"), as_f64(test_logits, name="test_logits")
+    check_same_shape(p, q, ("ref_logits", "test_logits"))
+    if p.ndim == 0:
+        raise ValueError("ref_logits must have at least one axis (the vocabulary)")
+    log_p = log_softmax(p, axis=axis)
+    log_q = log_softmax(q, axis=axis)
+    p_prob = np.exp(log_p)
+    terms = np.where(p_prob > 0, p_prob * (log_p - log_q), 0.0)
+    return np.sum(terms, axis=axis)
+
+
+def dtype_spacing(magnitude: float, dtype: str) -> float:
+    """One ULP of ``dtype`` at |magnitude|: the gap to the neighbouring representable value.
+
+    Measured on the bit pattern, so it works the same for bfloat16. At the largest
+    finite value the gap below is used (the gap above would be inf).
+    """
+    if dtype not in _BITS:
+        raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    np_dtype, uint, _ = _BITS[dtype]
+    m = np.array(abs(float(magnitude))).astype(np_dtype)
+    if not np.isfinite(np.float64(m)):
+        return float("inf")
+    bits = m.view(uint)
+    up = np.float64((bits + uint(1)).view(np_dtype))
+    if not np.isfinite(up):
+        return float(np.float64(m) - np.float64((bits - uint(1)).view(np_dtype)))
+    return float(up - np.float64(m))
+
+
+def rounding_noise_floor(expected, dtype: str) -> float:
+    """One ``dtype`` ULP at the largest finite |expected|.
+
+    A result computed in higher precision and rounded once to ``dtype`` is off by
+    at most half of this; the other half covers the accumulation order of a
+    float32 kernel. It is the error-ratio gate's floor, so the gate cannot demand
+    better than the output format can hold when the baseline happens to be exact.
+    """
+    e = as_f64(expected, name="expected")
+    finite = e[np.isfinite(e)]
+    peak = float(np.max(np.abs(finite))) if finite.size else 0.0
+    return dtype_spacing(peak, dtype)
+
+
+@dataclass(frozen=True)
+class ErrorRatio:
+    error: float  # max |actual - ref|
+    baseline_error: float  # max |baseline - ref|
+    floor: float
+    factor: float
+    bound: float  # factor * baseline_error + floor
+    worst: Mismatch | None
+
+    @property
+    def passed(self) -> bool:
+        return self.error <= self.bound
+
+
+def error_ratio(actual, reference, baseline, *, factor: float, floor: float) -> ErrorRatio:
+    """FlashAttention's rule: max|actual-ref| <= factor * max|baseline-ref| + floor."""
+    if not np.isfinite(factor) or factor <= 0:
+        raise ValueError(f"factor must be a positive finite number, got {factor!r}")
+    if not np.isfinite(floor) or floor < 0:
+        raise ValueError(f"floor must be a non-negative finite number, got {floor!r}")
+    a = as_f64(actual, name="actual")
+    r = as_f64(reference, name="reference")
+    b = as_f64(baseline, name="baseline")
+    check_same_shape(a, r, ("actual", "reference"))
+    check_same_shape(b, r, ("baseline", "reference"))
+    err, worst = max_abs_error(a, r)
+    base_err, _ = max_abs_error(b, r)
+    return ErrorRatio(err, base_err, floor, factor, factor * base_err + floor, worst)

@@ -1,0 +1,64 @@
+"""Append-only record of every gate call: ``reports/out/results.jsonl``.
+
+One JSON object per line. Lines are written with a single ``write`` on a file
+opened with O_APPEND, so pytest-xdist workers can share the file without
+interleaving. The HTML report and ``reports.summary`` read it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA_VERSION = 1
+RESULTS_ENV = "MLXGATE_RESULTS"
+DEFAULT_RESULTS = Path(__file__).resolve().parent / "out" / "results.jsonl"
+
+
+def results_path() -> Path:
+    return Path(os.environ.get(RESULTS_ENV, DEFAULT_RESULTS))
+
+
+def _jsonable(value: Any) -> Any:
+    """Floats that JSON cannot hold (nan, inf) become strings; tuples become lists."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+        return _jsonable(value.item())
+    return value
+
+
+def append_record(record: dict[str, Any], path: Path | None = None) -> None:
+    path = Path(path) if path is not None else results_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"schema": SCHEMA_VERSION, **_jsonable(record)}, sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def read_records(path: Path | None = None) -> Iterator[dict[str, Any]]:
+    path = Path(path) if path is not None else results_path()
+    if not path.exists():
+        return
+    with path.open() as handle:
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: not a JSON record ({exc})") from exc
+
+
+def reset(path: Path | None = None) -> None:
+    path = Path(path) if path is not None else results_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
