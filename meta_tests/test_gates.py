@@ -1,0 +1,216 @@
+"""Every gate passes on a right input and fails on a known-wrong one, and records both.
+
+Gates here write to a list (``make_gate(sink=records.append)``), so the
+deliberate failures never reach the run's results file.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from parity.gates import GateFailure
+from reference import metrics
+
+DTYPES = ("float32", "float16", "bfloat16")
+NP_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+MX_DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
+
+
+@pytest.fixture
+def recorded(make_gate):
+    records: list[dict] = []
+    return make_gate(sink=records.append, kernel="meta"), records
+
+
+def _failing(call):
+    with pytest.raises(GateFailure) as info:
+        call()
+    return info.value
+
+
+# --- bit_exact ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bit_exact_passes_identical_mlx_arrays(recorded, dtype):
+    gate, records = recorded
+    x = mx.random.normal((3, 5)).astype(MX_DTYPES[dtype])
+    gate.bit_exact(x, mx.array(x))
+    assert records[-1]["passed"] and records[-1]["measured"] == 0 and records[-1]["dtype"] == dtype
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bit_exact_fails_on_one_ulp_and_names_the_element(recorded, dtype):
+    gate, records = recorded
+    x = np.linspace(-1, 1, 12).reshape(3, 4).astype(NP_DTYPES[dtype])
+    y = x.copy()
+    y.view(np.uint32 if dtype == "float32" else np.uint16)[2, 1] += 1
+    failure = _failing(lambda: gate.bit_exact(y, x))
+    assert "index (2, 1)" in str(failure) and "bit-exact" in str(failure)
+    assert records[-1]["passed"] is False and records[-1]["measured"] == 1
+
+
+def test_bit_exact_distinguishes_signed_zero_and_dtype(recorded):
+    gate, _ = recorded
+    _failing(lambda: gate.bit_exact(np.array([-0.0], np.float32), np.array([0.0], np.float32)))
+    failure = _failing(lambda: gate.bit_exact(np.zeros(2, np.float16), np.zeros(2, np.float32)))
+    assert "dtype" in str(failure)
+    failure = _failing(lambda: gate.bit_exact(np.zeros(3, np.float32), np.zeros(2, np.float32)))
+    assert "shape" in str(failure)
+
+
+def test_equal_compares_values_across_integer_widths(recorded):
+    gate, _ = recorded
+    gate.equal(np.array([1, 2, 3], np.uint32), np.array([1, 2, 3], np.int64))
+    failure = _failing(lambda: gate.equal(np.array([1, 2, 4]), np.array([1, 2, 3])))
+    assert "index (2,)" in str(failure)
+
+
+# --- max_ulp -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_max_ulp_counts_units_in_the_last_place(recorded, dtype):
+    gate, records = recorded
+    x = np.array([1.0, 2.0, -3.0], NP_DTYPES[dtype])
+    bits = x.view(np.uint32 if dtype == "float32" else np.uint16).copy()
+    bits[1] += 3
+    y = bits.view(NP_DTYPES[dtype])
+    gate.max_ulp(y, x, ulps=3, why="test: 3 ULP planted")
+    assert records[-1]["measured"] == 3
+    failure = _failing(lambda: gate.max_ulp(y, x, ulps=2, why="test: 3 ULP planted, 2 allowed"))
+    assert "index (1,)" in str(failure)
+
+
+def test_max_ulp_across_zero_and_nonfinite(recorded):
+    gate, records = recorded
+    tiny = np.array([np.float32(1e-45)])
+    gate.max_ulp(-tiny, tiny, ulps=2, why="smallest subnormals either side of zero are 2 ULP apart")
+    assert records[-1]["measured"] == 2
+    gate.max_ulp(np.array([np.nan, np.inf], np.float32), np.array([np.nan, np.inf], np.float32), ulps=0,
+                 why="matching NaN and +inf are 0 apart")
+    _failing(lambda: gate.max_ulp(np.array([np.inf], np.float32), np.array([-np.inf], np.float32), ulps=1e30,
+                                  why="opposite infinities are infinitely far"))
+
+
+def test_thresholds_must_state_a_derivation(recorded):
+    gate, _ = recorded
+    x = np.ones(3, np.float32)
+    with pytest.raises(ValueError, match="why"):
+        gate.max_ulp(x, x, ulps=1, why="")
+    with pytest.raises(ValueError, match="limit"):
+        gate.nmse(x, x, limit=float("nan"), why="x")
+
+
+# --- nmse ------------------------------------------------------------------------
+
+
+def test_nmse_passes_small_noise_and_fails_a_wrong_sign(recorded):
+    gate, records = recorded
+    rng = np.random.default_rng(0)
+    ref = rng.normal(size=256)
+    gate.nmse(ref * (1 + 1e-4), ref, limit=1e-7, why="test: relative noise 1e-4 gives NMSE 1e-8")
+    assert records[-1]["measured"] == pytest.approx(1e-8, rel=1e-3)
+    wrong = ref.copy()
+    wrong[7] = -wrong[7]
+    failure = _failing(lambda: gate.nmse(wrong, ref, limit=1e-7, why="test"))
+    assert "index (7,)" in str(failure)
+
+
+def test_nonfinite_placement_fails_numeric_gates(recorded):
+    gate, _ = recorded
+    ref = np.array([1.0, np.nan, 3.0])
+    gate.nmse(np.array([1.0, np.nan, 3.0]), ref, limit=0, why="identical including NaN placement")
+    failure = _failing(lambda: gate.nmse(np.array([1.0, 2.0, 3.0]), ref, limit=1.0, why="test"))
+    assert "NaN/inf" in str(failure) and "index (1,)" in str(failure)
+
+
+# --- kl ----------------------------------------------------------------------------
+
+
+def test_kl_matches_closed_form_and_fails_a_shifted_distribution(recorded):
+    gate, records = recorded
+    ref = np.log(np.array([[0.5, 0.25, 0.25], [0.1, 0.2, 0.7]]))
+    test = np.log(np.array([[0.25, 0.5, 0.25], [0.1, 0.2, 0.7]]))
+    expected = 0.5 * np.log(2) + 0.25 * np.log(0.5)  # row 0; row 1 is 0
+    failure = _failing(lambda: gate.kl(ref, test, limit=0.1, why="test"))
+    assert records[-1]["measured"] == pytest.approx(expected)
+    assert "index (0,)" in str(failure)
+    gate.kl(ref, ref + 3.0, limit=1e-12, why="softmax is shift invariant: KL is 0 up to float64 rounding")
+
+
+def test_kl_rejects_mismatched_shapes(recorded):
+    gate, _ = recorded
+    with pytest.raises(ValueError, match="ref_logits"):
+        gate.kl(np.zeros((2, 3)), np.zeros((2, 4)), limit=1, why="x")
+
+
+# --- error_ratio -----------------------------------------------------------------------
+
+
+def test_error_ratio_floor_is_one_output_ulp_at_the_peak():
+    ref = np.array([0.3, -2.5, 1.0])
+    assert metrics.rounding_noise_floor(ref, "bfloat16") == 2.0 ** -6  # bf16 ULP on [2, 4)
+    assert metrics.rounding_noise_floor(ref, "float16") == 2.0 ** -9
+    assert metrics.rounding_noise_floor(ref, "float32") == 2.0 ** -22
+
+
+def test_error_ratio_passes_within_factor_and_fails_beyond(recorded):
+    gate, records = recorded
+    rng = np.random.default_rng(1)
+    ref = rng.normal(size=(4, 64))
+    baseline = ref + 1e-3  # baseline error 1e-3
+    floor = metrics.rounding_noise_floor(ref, "float32")
+    gate.error_ratio((ref + 1.9e-3).astype(np.float32), ref, baseline)
+    assert records[-1]["threshold"] == pytest.approx(2e-3 + floor)
+    wrong = ref + 1.9e-3
+    wrong[3, 10] += 1e-2
+    failure = _failing(lambda: gate.error_ratio(wrong.astype(np.float32), ref, baseline))
+    assert "index (3, 10)" in str(failure) and "FlashAttention" in str(failure)
+
+
+def test_error_ratio_cannot_collapse_when_the_baseline_is_exact(recorded):
+    gate, _ = recorded
+    ref = np.array([1.0, 2.0, 3.0])
+    # Baseline exactly right; the kernel is off by one bf16 ULP at the peak: within the floor.
+    actual = np.array([1.0, 2.0, 3.0 + 2.0 ** -6]).astype(ml_dtypes.bfloat16)
+    gate.error_ratio(actual, ref, ref.copy())
+    wrong = np.array([1.0, 2.0, 3.0 + 2.0 ** -4]).astype(ml_dtypes.bfloat16)
+    _failing(lambda: gate.error_ratio(wrong, ref, ref.copy()))
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+def test_every_call_records_context_and_verdict(make_gate):
+    records: list[dict] = []
+    gate = make_gate(sink=records.append).bind(kernel="k", arm="graph")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    gate.bit_exact(x, x, case="Hq8-Hkv2")
+    with pytest.raises(GateFailure):
+        gate.bit_exact(x + 1, x)
+    assert [r["passed"] for r in records] == [True, False]
+    first = records[0]
+    for key in ("test_id", "gate", "kernel", "arm", "dtype", "shape", "measured", "threshold", "derivation"):
+        assert key in first
+    assert (first["kernel"], first["arm"], first["shape"], first["case"]) == ("k", "graph", [2, 3], "Hq8-Hkv2")
+
+
+def test_findings_are_recorded_not_raised(make_gate):
+    records: list[dict] = []
+    make_gate(sink=records.append).finding("quantize differs on GPU", {"max_diff": 0.033})
+    assert records[0]["kind"] == "finding" and records[0]["evidence"]["max_diff"] == 0.033
+
+
+def test_gate_fixture_writes_the_results_file(tmp_path, monkeypatch, make_gate):
+    from reports import recorder
+
+    path = tmp_path / "results.jsonl"
+    monkeypatch.setenv(recorder.RESULTS_ENV, str(path))
+    gate = make_gate()
+    gate.equal(np.array([1]), np.array([1]))
+    (record,) = list(recorder.read_records(path))
+    assert record["gate"] == "equal" and record["schema"] == recorder.SCHEMA_VERSION
