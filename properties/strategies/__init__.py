@@ -5,3 +5,5 @@
 Grouped by area in submodules (``attention``, ``kv``, ``argmax``, ...) and
 re-exported here, so a strategy is written once and every area reuses it.
 """
+
+from .quant import *  # noqa: F401,F403
