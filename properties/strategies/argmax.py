@@ -1,0 +1,150 @@
+"""Hypothesis strategies for greedy selection: logits with planted ties, NaN, infinities.
+
+A normalized-argmax kernel reduces 1024-wide tiles and then merges the tiles,
+so the interesting inputs are ties inside one tile, ties across tiles (and
+across the boundary 1023/1024), ties that only appear after rounding the
+normalized score to the dtype, and non-finite rows. ``logits_batches`` draws a
+``[rows, V]`` batch where each row carries one such plant::
+
+    @given(batch=sts.logits_batches(dtypes=("bfloat16",), vocab_sizes=(1025,)))
+    def test_x(batch): batch.logits, batch.plants, batch.dtype
+
+Arrays are NumPy in the batch's dtype (bfloat16 as ``ml_dtypes.bfloat16``),
+filled from a Hypothesis-drawn seed; the planted positions are drawn by
+Hypothesis itself so that failures shrink to small indices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+from hypothesis import strategies as st
+
+from .attention import numpy_dtype
+
+__all__ = [
+    "ARGMAX_DTYPES",
+    "ARGMAX_TILE",
+    "PLANTS",
+    "VOCAB_SIZES",
+    "LogitsBatch",
+    "logits_batches",
+]
+
+ARGMAX_DTYPES = ("float32", "float16", "bfloat16")
+ARGMAX_TILE = 1024  # the seed kernel's tile width
+# 1023/1024/1025: one tile, exactly one, one plus a column; 2049: three tiles; 32000: a real vocabulary.
+VOCAB_SIZES = (1023, 1024, 1025, 2049, 32000)
+PLANTS = (
+    "plain",              # no plant: random logits
+    "tie_same_tile",      # the maximum twice inside one 1024 tile
+    "tie_across_tiles",   # the maximum twice in different tiles
+    "tie_tile_boundary",  # the maximum at 1023 and 1024 (needs V > 1024)
+    "rounding_tie",       # two top logits one ULP apart that round to one normalized score
+    "nan",                # a few NaN logits
+    "pos_inf",            # a few +inf logits
+    "neg_inf",            # many -inf logits (some finite left)
+    "all_nan",
+    "all_neg_inf",
+    "huge",               # magnitudes near the dtype's max
+)
+
+
+@dataclass(frozen=True)
+class LogitsBatch:
+    logits: np.ndarray  # [rows, V] in dtype
+    dtype: str
+    plants: tuple[str, ...]  # one per row
+    positions: tuple[tuple[int, ...], ...]  # the planted indices per row (empty if none)
+
+    @property
+    def vocab(self) -> int:
+        return int(self.logits.shape[-1])
+
+    def __repr__(self) -> str:  # the logits would make Hypothesis reports unreadable
+        return f"LogitsBatch({self.dtype}, rows={len(self.plants)}, V={self.vocab}, plants={self.plants}, " \
+               f"positions={self.positions})"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # Hypothesis' pretty printer
+        printer.text(repr(self))
+
+
+def _finfo_max(dtype: str) -> float:
+    return float(ml_dtypes.finfo(numpy_dtype(dtype)).max)
+
+
+def _next_up(value: float, dtype: str) -> float:
+    """The next ``dtype`` value above ``value`` (a nonzero value representable in dtype)."""
+    t = numpy_dtype(dtype)
+    bits = np.array(value).astype(t).view(np.uint16 if t.itemsize == 2 else np.uint32)
+    step = bits + 1 if value > 0 else bits - 1  # sign-magnitude: toward +inf
+    return float(np.array(step, dtype=bits.dtype).view(t).astype(np.float64))
+
+
+@st.composite
+def _row(draw, rng: np.random.Generator, V: int, dtype: str, plants) -> tuple[np.ndarray, str, tuple[int, ...]]:
+    plant = draw(st.sampled_from(plants))
+    amp = draw(st.sampled_from([1.0, 4.0, 30.0]))
+    row = amp * rng.standard_normal(V)
+    index = st.integers(0, V - 1)
+    if plant == "plain":
+        return row, plant, ()
+    if plant in ("tie_same_tile", "tie_across_tiles", "tie_tile_boundary"):
+        if plant == "tie_tile_boundary" and V > ARGMAX_TILE:
+            a, b = ARGMAX_TILE - 1, ARGMAX_TILE
+        elif plant == "tie_across_tiles" and V > ARGMAX_TILE:
+            a = draw(st.integers(0, ARGMAX_TILE - 1))
+            b = draw(st.integers(ARGMAX_TILE, V - 1))
+        else:
+            tile = draw(st.integers(0, (V - 1) // ARGMAX_TILE))
+            lo, hi = tile * ARGMAX_TILE, min(V, (tile + 1) * ARGMAX_TILE) - 1
+            a = draw(st.integers(lo, hi))
+            b = draw(st.integers(lo, hi).filter(lambda i: i != a)) if hi > lo else a
+        top = float(np.max(row)) + amp
+        row[[a, b]] = top
+        return row, plant, tuple(sorted({a, b}))
+    if plant == "rounding_tie":
+        # The top two logits are -0.5 and the next value up, one ULP apart;
+        # every other logit lies in [-2, -1], so lse is about log(V) - 1.3 and
+        # the normalized scores sit near -log(V), where the dtype's ULP is
+        # coarser than at 0.5: the two usually merge into one score (and no
+        # third logit can join them). The larger goes to the higher index, so
+        # plain argmax(logits) and the lowest-index tie rule disagree.
+        row = -1.0 - rng.random(V)
+        a = draw(st.integers(0, V - 2))
+        b = draw(st.integers(a + 1, V - 1))
+        row[a], row[b] = -0.5, _next_up(-0.5, dtype)
+        return row, plant, (a, b)
+    if plant in ("nan", "pos_inf"):
+        where = sorted(draw(st.lists(index, min_size=1, max_size=3, unique=True)))
+        row[where] = np.nan if plant == "nan" else np.inf
+        return row, plant, tuple(where)
+    if plant == "neg_inf":
+        row[rng.choice(V, size=draw(st.integers(1, V - 1)), replace=False)] = -np.inf
+        return row, plant, ()
+    if plant == "all_nan":
+        return np.full(V, np.nan), plant, ()
+    if plant == "all_neg_inf":
+        return np.full(V, -np.inf), plant, ()
+    if plant == "huge":
+        big = _finfo_max(dtype)
+        row = rng.uniform(-1.0, 1.0, V) * big * 0.9
+        a = draw(index)
+        row[a] = big
+        return row, plant, (a,)
+    raise ValueError(f"unknown plant {plant!r}; expected one of {PLANTS}")
+
+
+@st.composite
+def logits_batches(draw, *, dtypes=ARGMAX_DTYPES, vocab_sizes=VOCAB_SIZES, max_rows: int = 4,
+                   plants=PLANTS) -> LogitsBatch:
+    """A [rows, V] logits batch in one dtype, one plant per row (see ``PLANTS``)."""
+    dtype = draw(st.sampled_from(dtypes))
+    V = draw(st.sampled_from(vocab_sizes))
+    rows = draw(st.integers(1, max_rows))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    drawn = [draw(_row(rng, V, dtype, plants)) for _ in range(rows)]
+    logits = np.stack([r for r, _, _ in drawn]).astype(numpy_dtype(dtype))
+    return LogitsBatch(logits, dtype, tuple(p for _, p, _ in drawn), tuple(pos for _, _, pos in drawn))

@@ -1,0 +1,210 @@
+"""Hypothesis strategies for attention: head layouts, shapes, dtypes, masks, whole cases.
+
+Every attention test (oracles now, kernels later) draws from here::
+
+    from properties import strategies as sts
+
+    @given(case=sts.attention_cases(dtypes=("bfloat16",), mask_kinds=("causal",)))
+    def test_x(case): ...
+
+Arrays are NumPy in the case's dtype (bfloat16 as ``ml_dtypes.bfloat16``) and
+come from a NumPy generator seeded by Hypothesis: drawing thousands of floats
+element by element would dominate the run time, and the seed still replays and
+shrinks (to seed 0 and the smallest shape). Shapes stay small (N <= 48 by
+default) so that a hundred examples of float64 attention take well under a
+second; pass larger bounds where a kernel's tiling needs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+from hypothesis import strategies as st
+
+__all__ = [
+    "ATTENTION_DTYPES",
+    "HEAD_DIMS",
+    "HEAD_LAYOUTS",
+    "MASK_KINDS",
+    "AttentionCase",
+    "AttentionShape",
+    "attention_cases",
+    "attention_masks",
+    "attention_shapes",
+    "head_counts",
+    "numpy_dtype",
+]
+
+HEAD_DIMS = (64, 80, 96, 128, 256)
+ATTENTION_DTYPES = ("float32", "float16", "bfloat16")
+HEAD_LAYOUTS = ("mha", "gqa", "mqa")
+# none: attend everywhere; causal: the string "causal" (bottom-right);
+# bool: a boolean array; additive: a float array in the case's dtype.
+MASK_KINDS = ("none", "causal", "bool", "additive")
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """NumPy dtype for 'float32' / 'float16' / 'bfloat16' / 'float64'."""
+    if name == "bfloat16":
+        return np.dtype(ml_dtypes.bfloat16)
+    if name in ("float32", "float16", "float64"):
+        return np.dtype(name)
+    raise ValueError(f"dtype must be float64/float32/float16/bfloat16, got {name!r}")
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """q [batch, hq, L, dk], k [batch, hkv, N, dk], v [batch, hkv, N, dv]."""
+
+    batch: int
+    hq: int
+    hkv: int
+    L: int
+    N: int
+    dk: int
+    dv: int
+
+    @property
+    def group(self) -> int:
+        return self.hq // self.hkv
+
+    @property
+    def layout(self) -> str:
+        return "mha" if self.hq == self.hkv else ("mqa" if self.hkv == 1 else "gqa")
+
+    @property
+    def scores(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.hq, self.L, self.N)
+
+
+@st.composite
+def head_counts(draw, layouts=HEAD_LAYOUTS, max_kv_heads: int = 4, max_group: int = 8) -> tuple[int, int]:
+    """(Hq, Hkv) with Hq % Hkv == 0: MHA (Hq == Hkv), GQA (group 2..max_group, Hkv >= 2), MQA (Hkv == 1)."""
+    layout = draw(st.sampled_from(layouts))
+    if layout == "mha":
+        hkv = draw(st.integers(1, max_kv_heads))
+        return hkv, hkv
+    if layout == "mqa":
+        return draw(st.integers(2, max_group)), 1
+    hkv = draw(st.integers(2, max(2, max_kv_heads)))
+    return hkv * draw(st.integers(2, max_group)), hkv
+
+
+@st.composite
+def attention_shapes(draw, *, max_batch: int = 2, max_L: int = 8, max_N: int = 48, head_dims=HEAD_DIMS,
+                     layouts=HEAD_LAYOUTS, allow_L_gt_N: bool = True, same_dv: bool = False) -> AttentionShape:
+    """Small attention shapes; L != N is common, L > N only if ``allow_L_gt_N``.
+
+    ``dv`` is usually ``dk`` and sometimes another head dim (MLA-style), unless ``same_dv``.
+    """
+    hq, hkv = draw(head_counts(layouts=layouts))
+    L = draw(st.integers(1, max_L))
+    N = draw(st.integers(1 if allow_L_gt_N else L, max(max_N, L)))
+    dk = draw(st.sampled_from(head_dims))
+    dv = dk if same_dv else draw(st.one_of(st.just(dk), st.sampled_from(head_dims)))
+    return AttentionShape(draw(st.integers(1, max_batch)), hq, hkv, L, N, dk, dv)
+
+
+def _mask_shape(draw, shape: AttentionShape) -> tuple[int, ...]:
+    b, hq, L, N = shape.scores
+    return draw(st.sampled_from([(L, N), (1, 1, L, N), (b, 1, L, N), (b, hq, L, N), (hq, L, N)]))
+
+
+@st.composite
+def attention_masks(draw, shape: AttentionShape, kind: str, dtype: str = "float32", *,
+                    allow_fully_masked: bool = False):
+    """A mask of ``kind`` for ``shape``: None, "causal", bool or additive array.
+
+    Array masks take one of the broadcastable shapes [L,N], [1,1,L,N], [B,1,L,N],
+    [Hq,L,N], [B,Hq,L,N]. Unless ``allow_fully_masked``, every row keeps at least
+    one visible key (a random one is forced visible), so the fully-masked policy
+    does not enter; with it, some rows may be hidden entirely.
+    """
+    if kind == "none":
+        return None
+    if kind == "causal":
+        return "causal"
+    if kind not in MASK_KINDS:
+        raise ValueError(f"kind must be one of {MASK_KINDS}, got {kind!r}")
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    mshape = _mask_shape(draw, shape)
+    keep = draw(st.sampled_from([0.25, 0.5, 0.9]))
+    visible = rng.random(mshape) < keep
+    if allow_fully_masked:
+        rows = rng.random(mshape[:-1]) < 0.3
+        visible[rows] = False
+    else:
+        forced = rng.integers(0, shape.N, size=mshape[:-1])
+        np.put_along_axis(visible, forced[..., None], True, axis=-1)
+    if kind == "bool":
+        return visible
+    bias = rng.normal(0.0, 2.0, mshape)
+    return np.where(visible, bias, -np.inf).astype(numpy_dtype(dtype))
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    """One attention problem: arrays in ``dtype`` plus the keyword arguments of ``attention_ref``."""
+
+    shape: AttentionShape
+    dtype: str
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    scale: float
+    mask_kind: str
+    mask: object = None
+    window: int | None = None
+    sinks: np.ndarray | None = None
+    seed: int = field(default=0, compare=False)
+
+    def __repr__(self) -> str:  # the arrays would make Hypothesis reports unreadable
+        return f"AttentionCase({self.id}, seed={self.seed}, scale={self.scale:.6g})"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # Hypothesis' pretty printer
+        printer.text(repr(self))
+
+    def kwargs(self) -> dict:
+        """``scale``, ``mask``, ``window``, ``sinks`` for ``attention_ref``."""
+        return {"scale": self.scale, "mask": self.mask, "window": self.window, "sinks": self.sinks}
+
+    @property
+    def id(self) -> str:
+        s = self.shape
+        return (f"{self.dtype}-{s.layout}-B{s.batch}-Hq{s.hq}-Hkv{s.hkv}-L{s.L}-N{s.N}-Dk{s.dk}-Dv{s.dv}"
+                f"-{self.mask_kind}" + (f"-w{self.window}" if self.window else "")
+                + ("-sinks" if self.sinks is not None else ""))
+
+
+@st.composite
+def attention_cases(draw, *, dtypes=ATTENTION_DTYPES, shapes=None, mask_kinds=MASK_KINDS,
+                    windows: bool = False, sinks: bool = False, allow_fully_masked: bool = False,
+                    amplitudes=(0.5, 1.0, 3.0)) -> AttentionCase:
+    """A whole case: shape, dtype, q/k/v ~ amplitude * N(0, 1) rounded to dtype, scale, mask.
+
+    * ``windows``: sometimes add a sliding window (1 .. N + 1).
+    * ``sinks``: sometimes add per-head sink logits ~ N(0, 2) in dtype.
+    * ``allow_fully_masked``: array masks may hide whole rows (causal masks with
+      L > N always do).
+    * scale is usually ``Dk ** -0.5``, sometimes 1 or ``0.3 * Dk ** -0.5``.
+    """
+    shape = draw(shapes if shapes is not None else attention_shapes())
+    dtype = draw(st.sampled_from(dtypes))
+    kind = draw(st.sampled_from(mask_kinds))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    amp = draw(st.sampled_from(amplitudes))
+    np_dtype = numpy_dtype(dtype)
+    s = shape
+
+    def normal(*dims):
+        return (amp * rng.standard_normal(dims)).astype(np_dtype)
+
+    q, k, v = normal(s.batch, s.hq, s.L, s.dk), normal(s.batch, s.hkv, s.N, s.dk), normal(s.batch, s.hkv, s.N, s.dv)
+    scale = draw(st.sampled_from([s.dk ** -0.5, 1.0, 0.3 * s.dk ** -0.5]))
+    mask = draw(attention_masks(s, kind, dtype, allow_fully_masked=allow_fully_masked))
+    window = draw(st.one_of(st.none(), st.integers(1, s.N + 1))) if windows else None
+    sink = (2.0 * rng.standard_normal(s.hq)).astype(np_dtype) if sinks and draw(st.booleans()) else None
+    return AttentionCase(s, dtype, q, k, v, float(scale), kind, mask, window, sink, seed)
