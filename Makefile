@@ -28,12 +28,24 @@ $(STAMP): pyproject.toml scripts/requirements.py
 venv: $(STAMP)
 
 # The conformance gate: oracles, properties and parity gates on the default
-# device; writes results.jsonl, junit.xml and the summary; non-zero on failure.
+# device; writes results.jsonl, junit.xml, results.json and index.html (the
+# report); non-zero on failure. COMPARE=old/results.json adds the comparison
+# with an earlier run and fails when a gate newly fails or perf regressed (the
+# file is copied first, so COMPARE=$(OUT)/results.json compares with the last run).
+COMPARE ?=
 gate: $(STAMP)
-	@rm -rf $(OUT) && mkdir -p $(OUT)
-	@$(PY) -m pytest meta_tests reference impl properties parity $(pytest_opts) \
+	@compare="$(COMPARE)"; \
+	if [ -n "$$compare" ]; then \
+	  [ -f "$$compare" ] || { echo "COMPARE=$$compare: no such file" >&2; exit 2; }; \
+	  saved=$$(mktemp); cp "$$compare" "$$saved"; compare="$$saved"; \
+	fi; \
+	rm -rf $(OUT) && mkdir -p $(OUT); \
+	MLXGATE_RESULTS=$(abspath $(OUT))/results.jsonl \
+	$(PY) -m pytest meta_tests reference impl properties parity $(pytest_opts) -p reports.plugin \
 	  -n $(WORKERS) --junitxml=$(OUT)/junit.xml $(ARGS); \
-	$(PY) -m reports.summary $(OUT) --pytest-status $$?
+	status=$$?; \
+	$(PY) -m reports.summary $(OUT) --pytest-status $$status $${compare:+--compare "$$compare"}; \
+	status=$$?; [ -z "$(COMPARE)" ] || rm -f "$$compare"; exit $$status
 
 # Every test in the repository (what CI runs).
 test: $(STAMP)

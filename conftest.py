@@ -28,6 +28,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from impl import arms as arm_registry
 from parity.gates import Gate
 from reports import recorder
+from reports.environment import run_context
 
 HYPOTHESIS_DB = DirectoryBasedExampleDatabase(os.path.join(os.path.dirname(__file__), ".hypothesis", "examples"))
 _SLOW_DATA = [HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -84,6 +85,7 @@ def environment_record(device: str) -> dict:
         "machine": platform.machine(),
         "profile": settings._current_profile,
         "arms": {name: {"available": s.available, "reason": s.reason} for name, s in statuses.items()},
+        **run_context(),  # os, date, mlx_backend, torch, git commit/dirty (reports/environment.py)
     }
 
 

@@ -1,62 +1,110 @@
-"""Summarize a gate run: read results.jsonl, print per-kernel counts, write results.json.
+"""Summarize a gate run: results.jsonl -> results.json + index.html, a printed summary, the exit status.
 
-Exit status: non-zero when pytest failed (its status is passed in) or when any
-gate record failed. ``results.json`` holds the environment, every record and
-the counts, with a schema version, for the report and for run comparison.
+    python -m reports.summary reports/out --pytest-status N [--compare OLD/results.json]
+
+Reads the run's records (``OUT/results.jsonl``), builds the results document
+(``reports/results.py``; layout in ``reports/SCHEMA.md``), compares it with an
+earlier run's results.json when ``--compare`` is given, writes
+``OUT/results.json`` and renders ``OUT/index.html`` from it
+(``reports.render``). Exit status: 1 when the verdict is FAIL (pytest failed,
+a gate or test failed, a benchmark regressed, or, with ``--compare``, a gate
+newly fails); 2 when the inputs are unusable; else 0.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections import Counter
 from pathlib import Path
 
-from reports.recorder import SCHEMA_VERSION, read_records
+from reports import render
+from reports.compare import compare
+from reports.recorder import read_records
+from reports.results import build_results, dump_results, load_results, number, of_kind
 
-# pytest exit codes that mean the run itself is fine: 0 all passed, 5 nothing collected.
-PYTEST_OK = (0,)
+
+def summarize(records: list[dict], pytest_status: int | None = None, compare_with: dict | None = None) -> dict:
+    """The results document for ``records``, compared with an earlier results document if given."""
+    comparison = None
+    if compare_with is not None:
+        comparison = compare(compare_with["records"], records, compare_with.get("environment"))
+    return build_results(records, pytest_status=pytest_status, comparison=comparison)
 
 
-def summarize(records: list[dict]) -> dict:
-    gates = [r for r in records if r.get("kind") == "gate"]
-    counts = Counter((r.get("kernel") or "-", r["gate"], "pass" if r["passed"] else "FAIL") for r in gates)
-    env = next((r for r in records if r.get("kind") == "environment"), {})
-    return {
-        "schema": SCHEMA_VERSION,
-        "environment": env,
-        "totals": {"gates": len(gates), "passed": sum(r["passed"] for r in gates),
-                   "failed": sum(not r["passed"] for r in gates),
-                   "findings": sum(r.get("kind") == "finding" for r in records)},
-        "by_kernel_gate": [{"kernel": k, "gate": g, "verdict": v, "count": n} for (k, g, v), n in sorted(counts.items())],
-        "records": records,
-    }
+def print_summary(results: dict, out: Path, html: Path | None, stream=None) -> None:
+    def say(text: str = "") -> None:
+        print(text, file=stream or sys.stdout)
+
+    env = results["environment"]
+    git = env.get("git") or {}
+    say(f"\nmlxgate summary  device={env.get('device')} backend={env.get('mlx_backend')} mlx={env.get('mlx')} "
+        f"profile={env.get('profile')} commit={(git.get('commit') or '?')[:12]}{'+dirty' if git.get('dirty') else ''}")
+    for name, status in (env.get("arms") or {}).items():
+        say(f"  arm {name:6s} {'ran' if status['available'] else 'skipped'}: {status['reason']}")
+    width = max([28] + [len(str(row["kernel"])) for row in results["by_kernel_gate"]])
+    if results["by_kernel_gate"]:
+        say(f"  {'kernel':{width}s} {'gate':12s} {'verdict':7s} count")
+    for row in results["by_kernel_gate"]:
+        say(f"  {row['kernel']:{width}s} {row['gate']:12s} {row['verdict']:7s} {row['count']}")
+    t = results["totals"]
+    gates = t["gates"] or {"passed": 0, "failed": 0}
+    parts = [f"gates: {gates['passed']} passed, {gates['failed']} failed"]
+    if t["tests"]:
+        parts.append(f"tests: {t['tests']['passed']} passed, {t['tests']['failed'] + t['tests']['error']} failed, "
+                     f"{t['tests']['skipped']} skipped")
+    if t["properties"]:
+        parts.append(f"properties: {t['properties']['passed']}/{t['properties']['total']} passed "
+                     f"({t['properties']['examples']} examples)")
+    parts.append(f"perf: {t['perf']['regressed']} of {t['perf']['total']} regressed" if t["perf"] else "perf: not run")
+    parts.append(f"mutants: {t['mutants']['killed']}/{t['mutants']['total']} killed" if t["mutants"]
+                 else "mutants: not run")
+    parts.append(f"findings: {t['findings']}")
+    say("  " + "; ".join(parts))
+    for r in of_kind(results["records"], "gate"):
+        if not r.get("passed"):
+            say(f"  FAIL {r.get('test_id')}: {r.get('gate')} measured {r.get('measured')} > {r.get('threshold')}"
+                f" ({r.get('detail')})")
+    comparison = results.get("comparison")
+    if comparison:
+        old = comparison["old"]
+        say(f"  compared with {(old.get('commit') or '?')[:12]} ({old.get('date') or 'date unknown'}): "
+            f"{len(comparison['new_failures'])} new failure(s), {len(comparison['fixed'])} fixed, "
+            f"{len(comparison['moved'])} moved, {comparison['perf_regressions']} perf regression(s)")
+        for m in comparison["moved"][:10]:
+            say(f"    moved {m['test_id']} {m['gate']}: {m['old_measured']:.4g} -> {m['new_measured']:.4g}")
+        for f in comparison["new_failures"]:
+            say(f"    NEW FAILURE {f['kind']} {f['test_id']} {f.get('gate') or ''}")
+        for p in comparison["perf"]:
+            change = number(p.get("change"))
+            if p.get("regressed") or (change is not None and abs(change) >= 0.05):
+                say(f"    perf {p['benchmark']}: {'' if change is None else f'{change:+.1%}'}"
+                    f"{' REGRESSED' if p.get('regressed') else ''}")
+    status = results.get("pytest_status")
+    say(f"  pytest exit status {status}; results in {out}/" + (f"; report {html}" if html else ""))
+    say(f"  verdict: {results['verdict']}" + (f" ({'; '.join(results['reasons'])})" if results["reasons"] else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the reports/out directory of the run")
-    parser.add_argument("--pytest-status", type=int, default=0)
+    parser.add_argument("--pytest-status", type=int, default=None, help="pytest's exit status")
+    parser.add_argument("--compare", type=Path, default=None, metavar="OLD/results.json",
+                        help="an earlier run's results.json: report moved gates, new failures, perf changes")
+    parser.add_argument("--no-html", action="store_true", help="write results.json only")
     args = parser.parse_args(argv)
-    records = list(read_records(args.out / "results.jsonl"))
-    summary = summarize(records)
-    (args.out / "results.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
-    env = summary["environment"]
-    arms = env.get("arms", {})
-    print(f"\nmlxgate summary  device={env.get('device')} mlx={env.get('mlx')} profile={env.get('profile')}")
-    for name, status in arms.items():
-        print(f"  arm {name:6s} {'ran' if status['available'] else 'skipped'}: {status['reason']}")
-    print(f"  {'kernel':28s} {'gate':12s} {'verdict':7s} count")
-    for row in summary["by_kernel_gate"]:
-        print(f"  {row['kernel']:28s} {row['gate']:12s} {row['verdict']:7s} {row['count']}")
-    totals = summary["totals"]
-    print(f"  gates: {totals['passed']} passed, {totals['failed']} failed; findings: {totals['findings']}")
-    for r in records:
-        if r.get("kind") == "gate" and not r["passed"]:
-            print(f"  FAIL {r['test_id']}: {r['gate']} measured {r['measured']} > {r['threshold']} ({r.get('detail')})")
-    print(f"  pytest exit status {args.pytest_status}; results in {args.out}/")
-    return 1 if (args.pytest_status not in PYTEST_OK or totals["failed"]) else 0
+    try:
+        old = load_results(args.compare) if args.compare else None
+        if not (args.out / "results.jsonl").is_file():
+            raise ValueError(f"{args.out / 'results.jsonl'}: no records (did the pytest run start?)")
+        records = list(read_records(args.out / "results.jsonl"))
+    except ValueError as exc:
+        print(f"reports.summary: {exc}", file=sys.stderr)
+        return 2
+    results = summarize(records, args.pytest_status, old)
+    dump_results(results, args.out / "results.json")
+    html = None if args.no_html else render.render_file(args.out / "results.json", args.out / "index.html")
+    print_summary(results, args.out, html)
+    return 1 if results["verdict"] == "FAIL" else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,152 @@
+"""reports.plugin in a real pytest run (a subprocess on a small sample suite), plain and under xdist."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SAMPLE = '''
+import pytest
+from hypothesis import given, settings, strategies as st
+
+
+@settings(database=None, print_blob=True, max_examples=50)
+@given(st.integers())
+def test_small(x):
+    assert x < 10  # the minimal failing example is always x=10
+
+
+@settings(database=None, max_examples=30)
+@given(st.lists(st.integers()))
+def test_sort_is_idempotent(xs):
+    assert sorted(sorted(xs)) == sorted(xs)
+
+
+@pytest.mark.parametrize("arm", [
+    "graph", pytest.param("metal", marks=pytest.mark.skip(reason="arm metal: no Metal device"))])
+def test_arm(arm):
+    assert arm == "graph"
+
+
+@pytest.mark.xfail(reason="documents a known gap", strict=True)
+def test_known_gap():
+    assert False
+'''
+OTHER = '''
+def test_one():
+    pass
+
+
+def test_two():
+    pass
+'''
+EXPECTED_OUTCOMES = {
+    "test_sample.py::test_small": "failed",
+    "test_sample.py::test_sort_is_idempotent": "passed",
+    "test_sample.py::test_arm[graph]": "passed",
+    "test_sample.py::test_arm[metal]": "skipped",
+    "test_sample.py::test_known_gap": "xfailed",
+    "test_other.py::test_one": "passed",
+    "test_other.py::test_two": "passed",
+}
+
+
+def run_pytest(cwd: Path, *args: str, env_extra: dict | None = None) -> tuple[subprocess.CompletedProcess, list]:
+    results = cwd / f"results-{len(list(cwd.glob('results-*')))}.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MLXGATE_RESULTS": str(results), **(env_extra or {})}
+    # CI=true makes Hypothesis load its own "ci" profile (derandomize: no seed to replay).
+    for name in ("CI", "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    return done, records
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("sample")
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "test_sample.py").write_text(SAMPLE)
+    (root / "test_other.py").write_text(OTHER)
+    return root
+
+
+_RUNS: dict[tuple[Path, str], tuple] = {}
+
+
+def sample_run(sample: Path, mode: str) -> tuple[subprocess.CompletedProcess, list]:
+    """The sample suite run once per mode and process, as `make gate` runs the suite."""
+    if (sample, mode) not in _RUNS:
+        _RUNS[sample, mode] = run_pytest(sample, "-p", "reports.plugin", *(["-n", "2"] if mode == "xdist" else []))
+    return _RUNS[sample, mode]
+
+
+@pytest.fixture(params=["plain", "xdist"])
+def gate_run(request, sample):
+    return sample_run(sample, request.param)
+
+
+def test_one_test_record_per_test_with_its_outcome(gate_run):
+    done, records = gate_run
+    assert done.returncode == 1, done.stdout[-2000:]
+    tests = [r for r in records if r["kind"] == "test"]
+    assert {t["nodeid"]: t["outcome"] for t in tests} == EXPECTED_OUTCOMES
+    assert len(tests) == len(EXPECTED_OUTCOMES)  # written once: by the controller, not also by workers
+    by_id = {t["nodeid"]: t for t in tests}
+    assert by_id["test_sample.py::test_arm[metal]"]["skip_reason"] == "arm metal: no Metal device"
+    failed = by_id["test_sample.py::test_small"]
+    assert failed["when"] == "call" and "assert 10 < 10" in failed["message"]
+    assert all(t["duration"] >= 0 for t in tests)
+
+
+def test_property_records_carry_hypothesis_statistics(gate_run):
+    _, records = gate_run
+    props = {r["nodeid"]: r for r in records if r["kind"] == "property"}
+    assert set(props) == {"test_sample.py::test_small", "test_sample.py::test_sort_is_idempotent"}
+    passing = props["test_sample.py::test_sort_is_idempotent"]
+    assert passing["outcome"] == "passed" and passing["failure"] is None
+    assert passing["examples"] == 30  # max_examples, all valid
+    assert passing["stopped_because"] == "settings.max_examples=30"
+    assert passing["phases"]["generate"]["valid"] + passing["phases"].get("explicit", {}).get("valid", 0) <= 30
+    failing = props["test_sample.py::test_small"]
+    assert failing["outcome"] == "failed" and failing["failing"] >= 1 and failing["shrinks"] >= 1
+    failure = failing["failure"]
+    assert failure["examples"] == ["test_small(\n    x=10,\n)"]
+    assert failure["hypothesis_version"] and failure["blob"] and isinstance(failure["seed"], int)
+    assert len(failure["commands"]) == 2
+
+
+def test_progress_line_per_module(gate_run):
+    done, _ = gate_run
+    lines = [line for line in done.stdout.splitlines() if line.startswith("mlxgate: ")]
+    assert len(lines) == 2, done.stdout
+    assert any(line.startswith("mlxgate: test_other.py  2 passed, 0 failed, 0 skipped") for line in lines)
+    assert any(line.startswith("mlxgate: test_sample.py  2 passed, 1 failed, 1 skipped, 1 xfailed") for line in lines)
+
+
+def test_replay_commands_reproduce_the_failure(sample):
+    """Both copy-paste commands of the record replay the same minimal example."""
+    _, records = sample_run(sample, "plain")
+    (failing,) = [r for r in records if r["kind"] == "property" and r["failure"]]
+    for command in failing["failure"]["commands"]:
+        words = shlex.split(command)
+        env = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-") and "::" not in w)
+        argv = [w for w in words if w not in {f"{k}={v}" for k, v in env.items()}]
+        assert argv[:3] == [".venv/bin/python", "-m", "pytest"]
+        done, _ = run_pytest(sample, *argv[3:], env_extra=env)
+        assert done.returncode == 1, command
+        assert "x=10," in done.stdout and "1 failed" in done.stdout, command
+
+
+def test_malformed_reproduce_argument_is_refused(sample):
+    done, _ = run_pytest(sample, "-p", "reports.plugin", "--mlxgate-reproduce=no-colon", "test_other.py")
+    assert done.returncode == 4 and "--mlxgate-reproduce wants VERSION:BLOB" in done.stderr

@@ -1,0 +1,209 @@
+"""The report renders from fixture result sets and shows what each set holds."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from html import unescape
+
+import pytest
+
+from reports import render
+from reports.recorder import append_record
+from reports.results import RESULTS_SCHEMA, build_results, dump_results, load_results
+from reports.tests import fixtures
+from reports.tests.helpers import gate_data, section, table_rows, text_of
+
+SCENARIOS = ("all_pass", "mixed_failures", "skipped_arms", "with_findings", "with_perf_and_mutants")
+
+
+@functools.cache
+def rendered(name: str) -> str:
+    """A scenario's report, rendered once per process (plots make rendering the slow part)."""
+    return render.render(build_results(getattr(fixtures, name)(), pytest_status=0))
+
+
+class _Rendered:
+    def __getitem__(self, name: str) -> str:
+        return rendered(name)
+
+
+@pytest.fixture
+def reports() -> _Rendered:
+    """``reports[name]``: rendered on first use, so xdist workers render only what their tests read."""
+    return _Rendered()
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_report_is_one_self_contained_page(reports, name):
+    html = reports[name]
+    assert html.startswith("<!DOCTYPE html>")
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html), "external resource reference"
+    assert "<link" not in html and "@import" not in html and not re.search(r"url\(\s*['\"]?https?:", html)
+    assert html.count("<script>") == 1  # the inline sort/filter script, nothing else
+    assert html.count("<script") == 2 - ("No gate records" in html)  # and the gate table's JSON data
+
+
+def test_all_pass_report(reports):
+    html = reports["all_pass"]
+    assert text_of(html, "verdict-word") == "PASS"
+    assert "60/60" in text_of(html, "verdict")
+    rows = gate_data(html)
+    assert len(rows) == 60 and all(r["passed"] == 1 for r in rows)
+    assert 'id="failed-gates"' not in html and 'id="reasons"' not in html
+    assert "Perf: not run in this session" in section(html, "perf")
+    assert "Mutants: not run in this session" in section(html, "mutants")
+    assert "No findings recorded" in section(html, "findings")
+
+
+def test_mixed_failures_report_lists_failed_rows_first(reports):
+    html = reports["mixed_failures"]
+    assert text_of(html, "verdict-word") == "FAIL"
+    assert "2 gate record(s) failed" in text_of(html, "reasons")
+    verdicts = [r["passed"] for r in gate_data(html)]
+    assert len(verdicts) == 62 and verdicts[:2] == [0, 0] and set(verdicts[2:]) == {1}  # failed first
+    failed = table_rows(html, "failed-gates")
+    assert len(failed) == 2 and all(r["class"] == "fail" for r in failed)
+    by_case = {r["cells"][4]: r["cells"] for r in failed}
+    long_context = by_case["long-context"]
+    assert long_context[6:9] == ["9", "2", "-7 (350% over)"]  # measured, threshold, margin
+    assert "worst element index (0, 1, 2)" in long_context[10]  # the failing row carries its evidence
+    assert by_case["nan-input"][6] == "inf"  # the recorder's "inf" string is shown as a measurement
+    failed_tests = section(html, "tests")
+    assert "parity/test_sdpa_decode.py::test_sdpa_decode_long[graph]" in failed_tests
+    assert "GateFailure: max_ulp gate failed" in failed_tests
+
+
+def test_skipped_arms_and_reasons_are_shown(reports):
+    html = reports["skipped_arms"]
+    skipped = text_of(html, "arms-skipped")
+    assert skipped == "cuda: no CUDA device (MLX's CUDA backend is not available); metal: no Metal device"
+    reasons = {r["cells"][0]: r["cells"][1] for r in table_rows(html, "skip-reasons")}
+    assert reasons["arm metal: no Metal device"].startswith("2 test(s)")
+    assert reasons["arm cuda: no CUDA device (MLX's CUDA backend is not available)"].startswith("2 test(s)")
+
+
+def test_findings_show_title_and_evidence(reports):
+    findings = section(reports["with_findings"], "findings")
+    assert "mx.argmax returns the first index on ties on the CPU backend" in findings
+    assert "established by 1 test(s)" in findings
+    assert '<th>mx.argmax</th><td class="id">1</td>' in findings  # evidence, field by field
+    assert '<th>input</th><td class="id">[1.0, 3.0, 3.0]</td>' in findings
+
+
+def test_perf_mutants_and_property_failures(reports):
+    html = reports["with_perf_and_mutants"]
+    assert text_of(html, "verdict-word") == "FAIL"  # paged_prefill_b1 regressed
+    perf = table_rows(html, "perf-table")
+    assert perf[0]["cells"][0] == "paged_prefill_b1" and perf[0]["cells"][-1] == "REGRESSED"
+    assert perf[0]["cells"][9] == "+50.0%"  # 15 ms against a 10 ms baseline
+    assert "<svg" in section(html, "perf")
+    assert "1/2 killed (50.0%)" in section(html, "mutants")
+    mutants = table_rows(html, "mutant-table")
+    assert [m["cells"][1] for m in mutants] == ["SURVIVED", "killed"]
+    props = unescape(section(html, "properties"))
+    assert table_rows(html, "property-table")[0]["cells"][:2] == ["failed", "properties/test_quant.py::test_dequant_bound"]
+    assert "test_roundtrip(\n    n=17,\n)" in props  # the minimal falsifying example
+    assert "@reproduce_failure('6.170.17', b'AXicY2BgYGQAAAAZAAY=')" in props
+    assert "--mlxgate-reproduce=6.170.17:AXicY2BgYGQAAAAZAAY=" in props
+    assert "--hypothesis-seed=12345" in props
+
+
+def test_one_inline_svg_plot_per_kernel(reports):
+    plots = section(reports["mixed_failures"], "plots")
+    assert plots.count("<svg") == len(fixtures.KERNELS)
+    for kernel in fixtures.KERNELS:
+        assert f'data-kernel="{kernel}"' in plots
+    assert "<?xml" not in plots and "<!DOCTYPE svg" not in plots
+
+
+def test_gate_data_cannot_close_its_script_element():
+    records = [fixtures.environment(),
+               fixtures.gate_record("rope", "graph", "float32", (2,), "max_ulp", 1, 4,
+                                    case="</script><script>alert(1)</script>")]
+    html = render.render(build_results(records))
+    assert "</script><script>alert(1)" not in html
+    assert gate_data(html)[0]["case"] == "</script><script>alert(1)</script>"
+
+
+def test_text_from_records_is_escaped():
+    records = [fixtures.environment(),
+               fixtures.gate_record("rope", "graph", "float32", (2,), "max_ulp", 9, 4,
+                                    test_id="parity/test_x.py::test_y[<script>alert(1)</script>]")]
+    html = render.render(build_results(records))
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_render_is_a_pure_function_of_results_json(tmp_path, reports):
+    results = build_results(fixtures.mixed_failures(), pytest_status=0)
+    path = tmp_path / "results.json"
+    dump_results(results, path)
+    assert render.render(load_results(path)) == reports["mixed_failures"]
+
+
+def test_render_command_line(tmp_path):
+    path = tmp_path / "results.json"
+    dump_results(build_results([r for r in fixtures.skipped_arms() if r["kind"] != "gate"]), path)  # no plots: fast
+    assert render.main([str(path), "-o", str(tmp_path / "report.html")]) == 0
+    assert text_of((tmp_path / "report.html").read_text(), "verdict-word") == "PASS"
+
+
+def test_schema_one_results_are_upgraded(tmp_path):
+    """results.json of the first summary (schema 1: no verdict) still loads and renders."""
+    records = [fixtures.environment(), fixtures.outcome_record("parity/test_x.py::test_y", "failed", message="boom")]
+    old = {"schema": 1, "environment": records[0], "totals": {"gates": 0, "passed": 0, "failed": 0, "findings": 0},
+           "by_kernel_gate": [], "records": records}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(old))
+    results = load_results(path)
+    assert results["schema"] == RESULTS_SCHEMA and results["verdict"] == "FAIL"
+    assert results["reasons"] == ["1 test(s) failed"]
+    assert text_of(render.render(results), "verdict-word") == "FAIL"
+
+
+def test_results_document_fields():
+    results = build_results(fixtures.with_perf_and_mutants(), pytest_status=1)
+    assert results["schema"] == RESULTS_SCHEMA and results["verdict"] == "FAIL"
+    assert results["reasons"][0] == "pytest exited with status 1"
+    t = results["totals"]
+    assert t["gates"] == {"total": 20, "passed": 20, "failed": 0}
+    assert t["perf"] == {"total": 2, "regressed": 1}
+    assert t["mutants"]["score"] == 0.5 and t["properties"]["failed"] == 1
+    assert build_results(fixtures.all_pass())["totals"]["mutants"] is None  # absent, not zero
+
+
+def test_records_from_the_recorder_round_trip(tmp_path):
+    """nan/inf measurements go through the recorder as strings and render as numbers."""
+    path = tmp_path / "results.jsonl"
+    append_record(fixtures.gate_record("rope", "graph", "float32", (3,), "nmse", float("nan"), 1e-6,
+                                       passed=False), path)
+    from reports.recorder import read_records
+
+    html = render.render(build_results(list(read_records(path))))
+    assert table_rows(html, "failed-gates")[0]["cells"][6] == "nan"
+    assert gate_data(html)[0]["measured"] == "nan"
+
+
+def test_bad_input_is_refused(tmp_path):
+    with pytest.raises(TypeError, match="results must be a results document"):
+        render.render("results.json")
+    with pytest.raises(ValueError, match="records"):
+        render.render({"schema": 2})
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a results document"):
+        load_results(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="no such results file"):
+        load_results(tmp_path / "missing.json")
+    assert render.main([str(tmp_path / "missing.json")]) == 2
+    with pytest.raises(ValueError, match=r"records\[0\]"):
+        build_results([{"no": "kind"}])
+
+
+def test_realistic_full_suite_report_is_under_5_mb():
+    html = render.render(build_results(fixtures.full_suite(5000), pytest_status=1))
+    size = len(html.encode("utf-8"))
+    assert size < 5 * 2**20, f"{size / 2**20:.2f} MiB"
+    assert len(gate_data(html)) == 5000
+    assert section(html, "plots").count("<svg") == len(fixtures.KERNELS)
