@@ -7,5 +7,6 @@ re-exported here, so a strategy is written once and every area reuses it.
 """
 
 from .quant import *  # noqa: F401,F403
+from .kv import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .argmax import *  # noqa: F401,F403

@@ -1,0 +1,304 @@
+"""``BlockPool``: one layer's paged K/V storage (vLLM-style blocks).
+
+Layout (the contract the paged-attention kernel reads):
+
+* ``keys``   [num_blocks, num_kv_heads, block_size, head_dim]    in ``dtype``
+* ``values`` [num_blocks, num_kv_heads, block_size, v_head_dim]  in ``dtype``
+
+With ``quantization`` (affine, ``bits`` 4|8, ``group_size``) the same token
+rows are stored as ``mx.quantize`` planes instead:
+
+* ``keys`` / ``values``  uint32 [..., head_dim * bits / 32]
+* ``key_scales``, ``key_biases``, ``value_scales``, ``value_biases``
+  in ``dtype``, [..., head_dim / group_size] (v_head_dim for the value planes);
+  ``None`` when the pool is not quantized.
+
+Physical block ``p`` holds ``block_size`` consecutive token rows of one
+sequence; the owner's block table maps logical block ``i`` to ``p``.
+
+Immutability: every write replaces an array attribute with a new array
+(``mx.slice_update`` / ``mx.concatenate``); nothing ever assigns into a pool
+array in place. A view or clone that holds the old arrays therefore keeps
+reading the old bytes, and MLX still writes in place (buffer donation) when
+nothing else holds the array. In-place ``pool.keys[...] = x`` is forbidden: in
+MLX Python it rewrites that array object for every holder.
+
+Free list: a LIFO stack. A new pool hands out 0, 1, 2, ... (low indices first,
+a deterministic layout for tests); ``free`` pushes, so the block freed last is
+handed out next; ``grow`` pushes the new blocks so the lowest new index comes
+out first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import mlx.core as mx
+
+from .errors import PoolExhausted
+from .quantization import Quantization, check_quantization
+from .validation import check_array, check_dtype, check_int, kv_geometry
+
+PLANE_NAMES = ("keys", "values", "key_scales", "key_biases", "value_scales", "value_biases")
+
+
+def pool_blocks_for(tokens: int, block_size: int) -> int:
+    """Blocks needed to hold ``tokens`` token rows: ceil(tokens / block_size)."""
+    check_int("tokens", tokens, minimum=0)
+    check_int("block_size", block_size, minimum=1)
+    return -(-tokens // block_size)
+
+
+def next_pool_size(num_blocks: int, max_blocks: int | None = None) -> int:
+    """The growth policy: x1.5 rounded up, at least one more block, capped at ``max_blocks``."""
+    size = max(num_blocks + 1, math.ceil(num_blocks * 1.5))
+    return size if max_blocks is None else min(size, max_blocks)
+
+
+def gather_blocks(plane: mx.array, table: mx.array) -> mx.array:
+    """Blocks ``table`` of ``plane`` [N, H, bs, W] laid end to end: [1, H, len(table) * bs, W].
+
+    Pure data movement (take + transpose + reshape), so the bytes are the
+    stored ones: a paged fetch is bit-identical to a dense cache's.
+    """
+    _, heads, block_size, width = plane.shape
+    picked = mx.take(plane, table, axis=0)
+    return picked.transpose(1, 0, 2, 3).reshape(1, heads, table.size * block_size, width)
+
+
+def table_array(table) -> mx.array:
+    """A block table as int32 [n] (from a sequence of ints or an integer mx.array)."""
+    if isinstance(table, mx.array):
+        if table.ndim != 1 or not mx.issubdtype(table.dtype, mx.integer):
+            raise ValueError(f"table must be a 1-D integer array, got {table.dtype} {tuple(table.shape)}")
+        return table.astype(mx.int32)
+    if not isinstance(table, Sequence) or isinstance(table, (str, bytes)):
+        raise TypeError(f"table must be a sequence of ints or an mx.array, got {type(table).__name__}")
+    return mx.array([check_int("table entry", i) for i in table], dtype=mx.int32)
+
+
+class BlockPool:
+    """Fixed-size block storage for one layer; see the module docstring for the layout."""
+
+    def __init__(self, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int, *,
+                 v_head_dim: int | None = None, dtype=mx.float16, quantization: Quantization | None = None,
+                 max_blocks: int | None = None):
+        check_int("num_blocks", num_blocks, minimum=0)
+        check_int("block_size", block_size, minimum=1)
+        check_int("num_kv_heads", num_kv_heads, minimum=1)
+        check_int("head_dim", head_dim, minimum=1)
+        v_head_dim = head_dim if v_head_dim is None else check_int("v_head_dim", v_head_dim, minimum=1)
+        check_dtype("dtype", dtype)
+        check_quantization(quantization)
+        if quantization is not None:
+            quantization.check_divides(head_dim, "head_dim")
+            quantization.check_divides(v_head_dim, "v_head_dim")
+        if max_blocks is not None:
+            check_int("max_blocks", max_blocks, minimum=1)
+            if num_blocks > max_blocks:
+                raise ValueError(f"num_blocks={num_blocks} exceeds max_blocks={max_blocks}")
+        self.block_size = block_size
+        self.num_blocks = num_blocks
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.v_head_dim = v_head_dim
+        self.dtype = dtype
+        self.quantization = quantization
+        self.max_blocks = max_blocks
+        planes = self._zero_planes(num_blocks)
+        self.keys, self.values, self.key_scales, self.key_biases, self.value_scales, self.value_biases = planes
+        self._free = list(range(num_blocks - 1, -1, -1))
+        self._free_set = set(self._free)
+
+    # --- geometry ---------------------------------------------------------
+
+    def _zero_planes(self, blocks: int) -> list[mx.array | None]:
+        """Zero-filled planes for ``blocks`` blocks (zeros dequantize to 0: scale 0, bias 0)."""
+        lead = (blocks, self.num_kv_heads, self.block_size)
+        q = self.quantization
+        if q is None:
+            return [mx.zeros(lead + (self.head_dim,), self.dtype), mx.zeros(lead + (self.v_head_dim,), self.dtype),
+                    None, None, None, None]
+        kd, vd = self.head_dim, self.v_head_dim
+        return [mx.zeros(lead + (kd // q.pack,), mx.uint32), mx.zeros(lead + (vd // q.pack,), mx.uint32),
+                mx.zeros(lead + (kd // q.group_size,), self.dtype), mx.zeros(lead + (kd // q.group_size,), self.dtype),
+                mx.zeros(lead + (vd // q.group_size,), self.dtype), mx.zeros(lead + (vd // q.group_size,), self.dtype)]
+
+    def arrays(self) -> list[mx.array]:
+        """Every stored plane: [keys, values] (+ [key_scales, key_biases, value_scales, value_biases])."""
+        planes = [getattr(self, name) for name in PLANE_NAMES]
+        return [p for p in planes if p is not None]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every stored plane (packed + scales + biases when quantized)."""
+        return sum(a.nbytes for a in self.arrays())
+
+    @property
+    def bytes_per_block(self) -> int:
+        lead = self.num_kv_heads * self.block_size
+        q, itemsize = self.quantization, self.dtype.size
+        if q is None:
+            return lead * (self.head_dim + self.v_head_dim) * itemsize
+        words = (self.head_dim + self.v_head_dim) // q.pack
+        groups = (self.head_dim + self.v_head_dim) // q.group_size
+        return lead * (words * 4 + 2 * groups * itemsize)
+
+    # --- allocation -------------------------------------------------------
+
+    @property
+    def free_blocks(self) -> int:
+        return len(self._free)
+
+    @property
+    def free_list(self) -> tuple[int, ...]:
+        """The free stack, bottom first (the last entry is handed out next)."""
+        return tuple(self._free)
+
+    def is_free(self, block: int) -> bool:
+        return block in self._free_set
+
+    def alloc(self) -> int:
+        """Pop a free block; PoolExhausted when none is left (callers grow first)."""
+        if not self._free:
+            raise PoolExhausted(needed=1, available=0, max_blocks=self.max_blocks)
+        block = self._free.pop()
+        self._free_set.discard(block)
+        return block
+
+    def free(self, block: int) -> None:
+        """Return ``block`` to the free list; its data stays until it is rewritten."""
+        self._check_block("block", block)
+        if block in self._free_set:
+            raise ValueError(f"block {block} is already free")
+        self._free.append(block)
+        self._free_set.add(block)
+
+    def grow(self, blocks: int) -> None:
+        """Grow to ``blocks`` blocks (no-op when not larger): written values stay, new blocks go on the free list."""
+        check_int("blocks", blocks, minimum=0)
+        if blocks <= self.num_blocks:
+            return
+        if self.max_blocks is not None and blocks > self.max_blocks:
+            raise PoolExhausted(needed=blocks - self.num_blocks,
+                                available=self.max_blocks - self.num_blocks, max_blocks=self.max_blocks)
+        extra = self._zero_planes(blocks - self.num_blocks)
+        for name, tail in zip(PLANE_NAMES, extra):
+            plane = getattr(self, name)
+            if plane is not None:
+                setattr(self, name, mx.concatenate([plane, tail], axis=0))
+        new = list(range(blocks - 1, self.num_blocks - 1, -1))
+        self._free.extend(new)
+        self._free_set.update(new)
+        self.num_blocks = blocks
+
+    # --- data -------------------------------------------------------------
+
+    def _check_block(self, name: str, block) -> int:
+        return check_int(name, block, minimum=0, maximum=self.num_blocks - 1)
+
+    def write_block(self, phys: int, k: mx.array, v: mx.array, within: int) -> None:
+        """Write token rows ``k`` [1, H, l, D], ``v`` [1, H, l, Dv] at rows ``within..within+l`` of block ``phys``.
+
+        ``phys`` must be allocated, ``within + l <= block_size`` and the rows must
+        have the pool's heads, head dims and dtype. Quantized pools store
+        ``mx.quantize`` of the incoming rows.
+        """
+        self._check_block("phys", phys)
+        if phys in self._free_set:
+            raise ValueError(f"phys={phys} is a free block; alloc() it before writing")
+        g = kv_geometry(k, v)
+        if g.batch != 1:
+            raise ValueError(f"k must hold one sequence (batch 1), got batch {g.batch}")
+        if (g.num_kv_heads, g.head_dim, g.v_head_dim) != (self.num_kv_heads, self.head_dim, self.v_head_dim):
+            raise ValueError(f"k/v heads and head dims {(g.num_kv_heads, g.head_dim, g.v_head_dim)} differ from the "
+                             f"pool's {(self.num_kv_heads, self.head_dim, self.v_head_dim)}")
+        if g.dtype != self.dtype:
+            raise ValueError(f"k dtype {g.dtype} differs from the pool dtype {self.dtype}")
+        check_int("within", within, minimum=0)
+        if within + g.tokens > self.block_size:
+            raise ValueError(f"within={within} + {g.tokens} rows exceeds block_size={self.block_size}")
+        start = mx.array([phys, 0, within, 0], dtype=mx.int32)
+        if self.quantization is None:
+            updates = {"keys": k, "values": v}
+        else:
+            kq, vq = self.quantization.quantize(k), self.quantization.quantize(v)
+            updates = dict(zip(PLANE_NAMES, (kq[0], vq[0], kq[1], kq[2], vq[1], vq[2])))
+        for name, update in updates.items():
+            setattr(self, name, mx.slice_update(getattr(self, name), update, start, axes=(0, 1, 2, 3)))
+
+    def gather(self, table) -> tuple[mx.array, mx.array]:
+        """K, V of the blocks in ``table`` end to end: [1, H, len(table) * block_size, D / Dv].
+
+        Full blocks (the caller slices to its length); dequantized (to ``dtype``)
+        when the pool is quantized.
+        """
+        idx = table_array(table)
+        if idx.size and (mx.min(idx).item() < 0 or mx.max(idx).item() >= self.num_blocks):
+            raise ValueError(f"table entries must lie in [0, {self.num_blocks}), got {idx.tolist()}")
+        return gather_planes(self, idx)
+
+    # --- ownership --------------------------------------------------------
+
+    def clone(self) -> "BlockPool":
+        """An independent pool: same arrays (safe to share, writes are functional), own free list."""
+        copy = object.__new__(BlockPool)
+        copy.__dict__.update(self.__dict__)
+        copy._free = list(self._free)
+        copy._free_set = set(self._free_set)
+        return copy
+
+    def restore_arrays(self, arrays: Sequence[mx.array], occupied: Sequence[int]) -> None:
+        """Adopt ``arrays`` (as ``arrays()`` returns them) and rebuild the free list as all but ``occupied``.
+
+        Shapes and dtypes must equal the current planes'. The rebuilt free list
+        hands out low indices first.
+        """
+        current = self.arrays()
+        if not isinstance(arrays, Sequence) or len(arrays) != len(current):
+            raise ValueError(f"arrays must hold {len(current)} planes "
+                             f"({', '.join(PLANE_NAMES[:len(current)])}), got {type(arrays).__name__} "
+                             f"of {len(arrays) if isinstance(arrays, Sequence) else '?'}")
+        for name, new, old in zip(PLANE_NAMES, arrays, current):
+            check_array(f"arrays[{name}]", new)
+            if tuple(new.shape) != tuple(old.shape) or new.dtype != old.dtype:
+                raise ValueError(f"arrays[{name}] is {new.dtype} {tuple(new.shape)}, "
+                                 f"the pool holds {old.dtype} {tuple(old.shape)}")
+        if isinstance(occupied, (str, bytes)) or not isinstance(occupied, Sequence):
+            raise TypeError(f"occupied must be a sequence of block indices, got {type(occupied).__name__}")
+        used = {self._check_block("occupied entry", b) for b in occupied}
+        if len(used) != len(occupied):
+            raise ValueError(f"occupied holds repeated blocks: {list(occupied)}")
+        for name, new in zip(PLANE_NAMES, arrays):
+            setattr(self, name, new)
+        self._free = [b for b in range(self.num_blocks - 1, -1, -1) if b not in used]
+        self._free_set = set(self._free)
+
+    def __repr__(self) -> str:
+        q = "" if self.quantization is None else f", quantization={self.quantization}"
+        return (f"BlockPool(num_blocks={self.num_blocks}, block_size={self.block_size}, "
+                f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, v_head_dim={self.v_head_dim}, "
+                f"dtype={self.dtype}{q}, free={self.free_blocks})")
+
+
+def gather_planes(storage, table: mx.array, length: int | None = None) -> tuple[mx.array, mx.array]:
+    """K, V of ``table``'s blocks from anything with the pool's plane attributes (a pool or a view).
+
+    ``length`` keeps only the first ``length`` token rows (sliced before
+    dequantizing, so rows past it are never decoded).
+    """
+
+    def read(name: str) -> mx.array:
+        rows = gather_blocks(getattr(storage, name), table)
+        return rows if length is None else rows[:, :, :length, :]
+
+    q = storage.quantization
+    if q is None:
+        return read("keys"), read("values")
+    rows = table.size * storage.block_size if length is None else length
+    if rows == 0:  # mx.dequantize cannot reshape an empty array; nothing to decode anyway
+        empty = (1, storage.num_kv_heads, 0)
+        return mx.zeros(empty + (storage.head_dim,), storage.dtype), mx.zeros(empty + (storage.v_head_dim,), storage.dtype)
+    return (q.dequantize(read("keys"), read("key_scales"), read("key_biases")),
+            q.dequantize(read("values"), read("value_scales"), read("value_biases")))

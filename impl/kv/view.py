@@ -1,0 +1,145 @@
+"""Attention views: what ``append_and_fetch`` returns.
+
+A ``PagedAttentionView`` is a frozen snapshot of one sequence's paged K/V at
+one moment: the pool's arrays as they were (the pool replaces its arrays on
+every write and never writes into them, so holding them is holding a
+snapshot), a copy of the block table as int32, the live ``length`` and the
+``direct`` flag. It carries the same attribute names as ``BlockPool``
+(``keys``, ``values``, ``key_scales``, ..., ``block_size``, ``head_dim``,
+``v_head_dim``, ``dtype``, ``quantization``) so the paged-attention kernel can
+read either. Later appends, trims, row filtering, pool growth or dropping the
+cache cannot change what a view reads.
+
+``attend(q, scale, mask=None, arm=None)``, q [1, Hq, n, head_dim]:
+
+* control path (the numerical oracle of the seed): not ``direct``, or n > 8,
+  or ``mask`` is an array, or ``mask`` is None with n > 1 (None means "no
+  causal mask", which the direct kernel cannot express): gather the blocks
+  through the table, slice to ``length``, dequantize when quantized, then
+  ``mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)``.
+* direct path (``direct`` and n <= 8 and mask "causal", or None with n == 1):
+  ``impl.paged_attention.paged_attention(q, self, self.block_table,
+  self.length, scale=scale, arm=arm)``, which reads the blocks in place and
+  applies bottom-right causal masking (query i sees keys <= length - n + i).
+
+``RowsAttentionView`` is the batched form (one ``PagedAttentionView`` per row
+of a ``PagedKvRows``): it attends row by row and stacks the outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+
+from .pool import gather_planes, table_array
+from .quantization import Quantization
+from .validation import check_array
+
+DIRECT_MAX_QUERIES = 8  # the direct kernel's query-row limit (speculative verify sizes)
+MASK_STRINGS = ("causal",)
+
+
+def check_mask(mask) -> None:
+    if mask is None or isinstance(mask, mx.array):
+        return
+    if isinstance(mask, str):
+        if mask not in MASK_STRINGS:
+            raise ValueError(f"mask must be None, 'causal' or an mx.array, got {mask!r}")
+        return
+    raise TypeError(f"mask must be None, 'causal' or an mx.array, got {type(mask).__name__}")
+
+
+@dataclass(frozen=True, eq=False)
+class PagedAttentionView:
+    """Immutable snapshot of one sequence's paged K/V; see the module docstring."""
+
+    keys: mx.array
+    values: mx.array
+    key_scales: mx.array | None
+    key_biases: mx.array | None
+    value_scales: mx.array | None
+    value_biases: mx.array | None
+    block_table: mx.array  # int32 [blocks], logical block i -> physical block
+    length: int
+    block_size: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    dtype: mx.Dtype
+    quantization: Quantization | None
+    direct: bool
+
+    @classmethod
+    def of(cls, pool, table, length: int, direct: bool) -> "PagedAttentionView":
+        """Snapshot ``pool``'s current arrays with a copy of ``table``."""
+        return cls(keys=pool.keys, values=pool.values, key_scales=pool.key_scales, key_biases=pool.key_biases,
+                   value_scales=pool.value_scales, value_biases=pool.value_biases,
+                   block_table=table_array(list(table)), length=length, block_size=pool.block_size,
+                   num_kv_heads=pool.num_kv_heads, head_dim=pool.head_dim, v_head_dim=pool.v_head_dim,
+                   dtype=pool.dtype, quantization=pool.quantization, direct=bool(direct))
+
+    def arrays(self) -> list[mx.array]:
+        planes = (self.keys, self.values, self.key_scales, self.key_biases, self.value_scales, self.value_biases)
+        return [p for p in planes if p is not None]
+
+    def fetch(self) -> tuple[mx.array, mx.array]:
+        """K [1, H, length, head_dim], V [1, H, length, v_head_dim] in ``dtype`` (dequantized)."""
+        return gather_planes(self, self.block_table, self.length)
+
+    def uses_direct(self, queries: int, mask) -> bool:
+        """Whether ``attend`` with ``queries`` rows and ``mask`` takes the direct kernel."""
+        if not self.direct or queries > DIRECT_MAX_QUERIES or isinstance(mask, mx.array):
+            return False
+        return mask == "causal" or (mask is None and queries == 1)
+
+    def attend(self, q: mx.array, scale: float, mask=None, arm: str | None = None) -> mx.array:
+        """Attention of ``q`` [1, Hq, n, head_dim] over this view: [1, Hq, n, v_head_dim] in q's dtype."""
+        check_array("q", q)
+        if q.ndim != 4 or q.shape[0] != 1 or q.shape[3] != self.head_dim:
+            raise ValueError(f"q must be [1, Hq, n, {self.head_dim}], got {tuple(q.shape)}")
+        if q.shape[1] % self.num_kv_heads:
+            raise ValueError(f"q has {q.shape[1]} heads, not a multiple of {self.num_kv_heads} kv heads")
+        check_mask(mask)
+        if self.uses_direct(q.shape[2], mask):
+            # Imported here: the kernel module is optional for the control path.
+            from impl.paged_attention import paged_attention
+
+            return paged_attention(q, self, self.block_table, self.length, scale=scale, arm=arm)
+        k, v = self.fetch()
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+
+
+@dataclass(frozen=True, eq=False)
+class RowsAttentionView:
+    """One ``PagedAttentionView`` per batch row; row b is left-padded by ``left_pad[b]`` in batched masks."""
+
+    rows: tuple[PagedAttentionView, ...]
+    left_pad: tuple[int, ...]
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.rows)
+
+    def row_mask(self, mask, row: int):
+        """Row ``row``'s share of a batched mask: its batch slice, left-padded key columns dropped.
+
+        A mask array [B, 1, n, total] (or one broadcast to every row: 2-D or
+        batch 1) becomes [.., n, total - left_pad[row]], the row's own keys.
+        """
+        if not isinstance(mask, mx.array):
+            return mask
+        if mask.ndim == 4 and mask.shape[0] == self.batch_size and self.batch_size > 1:
+            mask = mask[row:row + 1]
+        return mask[..., self.left_pad[row]:]
+
+    def attend(self, q: mx.array, scale: float, mask=None, arm: str | None = None) -> mx.array:
+        """q [B, Hq, n, D] -> [B, Hq, n, Dv]: each row attends its own view."""
+        check_array("q", q)
+        if q.ndim != 4 or q.shape[0] != self.batch_size:
+            raise ValueError(f"q must be [{self.batch_size}, Hq, n, D], got {tuple(q.shape)}")
+        check_mask(mask)
+        if not self.rows:
+            raise ValueError("the view has no rows to attend")
+        outputs = [view.attend(q[b:b + 1], scale, self.row_mask(mask, b), arm) for b, view in enumerate(self.rows)]
+        return mx.concatenate(outputs, axis=0)

@@ -1,0 +1,93 @@
+"""Attention masks (port of the seed's masks.ts and mlx-lm's ``create_causal_mask``).
+
+All masks are bool MLX arrays, True where a query may attend a key (the form
+``mx.fast.scaled_dot_product_attention`` takes). Positions are absolute:
+query i of a chunk of N sits at position ``offset + i``, key j at position j.
+
+* ``create_causal_mask(N, offset, window=None)`` -> [N, offset + N]:
+  key j visible to query i iff ``j <= offset + i`` and, with a window,
+  ``offset + i - j < window`` (the query sees itself and window - 1 keys back).
+* ``bidirectional_mask(L, window, bidir)`` -> [L, L]: the causal(+window) mask
+  OR'd with bidir x bidir (image tokens attend each other both ways).
+* ``batched_decode_mask(batch, tokens, total, left_pad, window)`` ->
+  [batch, 1, tokens, total]: causal with offset ``total - tokens``; row b's
+  first ``left_pad[b]`` key positions (its left padding) are never visible.
+  The window is measured in the padded coordinates, which is the same as the
+  row's own since padding shifts queries and keys alike.
+* ``cache_mask(tokens, offset, window=None)``: the mask policy every KV cache
+  here shares (mlx-lm's ``create_attention_mask``): an array when a window
+  cuts into the keys (``offset + tokens > window``), else None for a single
+  query, else the string "causal".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mlx.core as mx
+
+
+
+def check_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` if it is an int in [minimum, maximum]; else TypeError/ValueError naming ``name``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def _check_window(window) -> int | None:
+    return None if window is None else check_int("window", window, minimum=1)
+
+
+def create_causal_mask(N: int, offset: int = 0, window: int | None = None) -> mx.array:
+    """bool [N, offset + N]: causal from absolute position ``offset``, optionally windowed."""
+    check_int("N", N, minimum=0)
+    check_int("offset", offset, minimum=0)
+    window = _check_window(window)
+    keys = mx.arange(offset + N)[None, :]
+    queries = mx.arange(offset, offset + N)[:, None]
+    mask = queries >= keys
+    if window is not None:
+        mask = mask & (queries < keys + window)
+    return mask
+
+
+def bidirectional_mask(L: int, window: int | None, bidir) -> mx.array:
+    """bool [L, L]: causal(+window) OR (bidir[i] AND bidir[j])."""
+    check_int("L", L, minimum=0)
+    bidir = mx.array(bidir) if not isinstance(bidir, mx.array) else bidir
+    if bidir.shape != (L,):
+        raise ValueError(f"bidir must have shape ({L},), got {tuple(bidir.shape)}")
+    if bidir.dtype != mx.bool_:
+        raise ValueError(f"bidir must be a bool array, got {bidir.dtype}")
+    return create_causal_mask(L, 0, window) | (bidir[:, None] & bidir[None, :])
+
+
+def batched_decode_mask(batch: int, tokens: int, total: int, left_pad, window: int | None) -> mx.array:
+    """bool [batch, 1, tokens, total]: causal at offset total - tokens, row b blind to keys < left_pad[b]."""
+    check_int("batch", batch, minimum=0)
+    check_int("tokens", tokens, minimum=0)
+    check_int("total", total, minimum=tokens)
+    pads = left_pad.tolist() if isinstance(left_pad, mx.array) else left_pad
+    if isinstance(pads, (str, bytes)) or not isinstance(pads, Sequence) or len(pads) != batch:
+        raise ValueError(f"left_pad must hold {batch} ints, got {left_pad!r}")
+    for pad in pads:
+        check_int("left_pad entry", pad, minimum=0, maximum=total - tokens)
+    causal = create_causal_mask(tokens, total - tokens, window)
+    keys = mx.arange(total)[None, None, None, :]
+    visible = keys >= mx.array(list(pads), dtype=mx.int32).reshape(batch, 1, 1, 1)
+    return causal[None, None] & visible
+
+
+def cache_mask(tokens: int, offset: int, window: int | None = None):
+    """The cache mask policy: None | "causal" | bool [tokens, offset + tokens] (see the module docstring)."""
+    check_int("tokens", tokens, minimum=1)
+    check_int("offset", offset, minimum=0)
+    window = _check_window(window)
+    if window is not None and offset + tokens > window:
+        return create_causal_mask(tokens, offset, window)
+    return None if tokens == 1 else "causal"

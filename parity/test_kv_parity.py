@@ -1,0 +1,150 @@
+"""Bit-exact gates for the paged KV caches (kernel "paged_kv").
+
+* Paged ``update_and_fetch`` equals the dense ``KVCache`` byte for byte in
+  float32, float16 and bfloat16, over random append schedules and block sizes
+  (unused pool slots NaN-poisoned before every read): paging only moves data.
+* ``PagedKvRows.update_and_fetch`` equals each row's dense cache, left-padded
+  with zeros (PAD_VALUE) to the longest row.
+* Quantized pools: the stored planes (packed, scales, biases) gathered through
+  the block table equal ``mx.quantize`` of the same rows, and the fetched K/V
+  equals ``mx.dequantize`` of them: quantization runs per token row along the
+  head dim, so writing rows block by block gives the planes quantizing them all
+  at once gives.
+* ``projected_bytes`` counts every stored plane.
+
+Each example's steps are gathered into one flat array per tensor, so one gate
+call (one record) covers a whole schedule.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from impl.kv import PLANE_NAMES, KVCache, PagedKVCache, PagedKvRows, Quantization, gather_blocks, pool_blocks_for
+from properties.strategies.kv import (BLOCK_SIZES, KvSpec, append_schedules, kv_specs, poison_unused_slots,
+                                      random_kv)
+
+KERNEL = "paged_kv"
+DTYPES = ("float32", "float16", "bfloat16")
+# The gate fixture only records (it holds no per-example state), so sharing it across examples is safe.
+GATED = settings(suppress_health_check=list(settings.default.suppress_health_check)
+                 + [HealthCheck.function_scoped_fixture])
+
+
+def flat(arrays: list[mx.array]) -> mx.array:
+    return mx.concatenate([a.reshape(-1) for a in arrays])
+
+
+@st.composite
+def schedules(draw, dtype: str | None = None, quantized: bool = False):
+    spec = draw(kv_specs(dtypes=(dtype,) if dtype else DTYPES, quantized=quantized), label="spec")
+    block_size = draw(st.sampled_from(BLOCK_SIZES), label="block_size")
+    schedule = draw(append_schedules(block_size, max_tokens=160), label="schedule")
+    capacity = draw(st.integers(0, sum(schedule)), label="capacity_tokens")
+    return spec, block_size, schedule, capacity, draw(st.integers(0, 2**31), label="seed")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@GATED
+@given(data=st.data())
+def test_paged_update_and_fetch_is_bit_exact_with_dense(gate, dtype, data):
+    spec, block_size, schedule, capacity, seed = data.draw(schedules(dtype))
+    dense, paged = KVCache(), PagedKVCache(capacity, block_size)
+    got, want = [], []
+    for step, n in enumerate(schedule):
+        k, v = random_kv(seed + step, spec, n)
+        poison_unused_slots(paged)
+        got += paged.update_and_fetch(k, v)
+        want += dense.update_and_fetch(k, v)
+    gate.bit_exact(flat(got), flat(want), kernel=KERNEL, case=f"{spec.id}-bs{block_size}-{schedule}",
+                   what="paged gather of the live prefix vs dense KVCache slice, after every append")
+
+
+@GATED
+@given(data=st.data())
+def test_rows_update_and_fetch_is_dense_rows_left_padded(gate, data):
+    spec = data.draw(kv_specs(), label="spec")
+    block_size = data.draw(st.sampled_from(BLOCK_SIZES), label="block_size")
+    prefills = data.draw(st.lists(st.integers(1, 3 * block_size), min_size=2, max_size=4), label="prefills")
+    steps = data.draw(st.lists(st.integers(1, block_size + 1), min_size=1, max_size=3), label="steps")
+    seed = data.draw(st.integers(0, 2**31), label="seed")
+    denses, pageds = [], []
+    for b, n in enumerate(prefills):
+        k, v = random_kv(seed + b, spec, n)
+        dense, paged = KVCache(), PagedKVCache(n, block_size)
+        dense.update_and_fetch(k, v)
+        paged.append(k, v)
+        denses.append(dense)
+        pageds.append(paged)
+    rows = PagedKvRows(0, block_size)
+    rows.merge_rows(pageds)
+    got, want = [], []
+    for step, n in enumerate(steps):
+        k, v = random_kv(seed + 100 + step, spec, n, len(prefills))
+        poison_unused_slots(rows)
+        got += rows.update_and_fetch(k, v)
+        fetched = [d.update_and_fetch(k[b:b + 1], v[b:b + 1]) for b, d in enumerate(denses)]
+        width = max(d.offset for d in denses)
+        for i in range(2):
+            want.append(mx.concatenate([mx.pad(f[i], [(0, 0), (0, 0), (width - f[i].shape[2], 0), (0, 0)])
+                                        for f in fetched]))
+    gate.bit_exact(flat(got), flat(want), kernel=KERNEL, case=f"{spec.id}-bs{block_size}-{prefills}-{steps}",
+                   what="batched paged fetch vs per-row dense caches left-padded with zeros")
+
+
+@GATED
+@given(data=st.data())
+def test_quantized_planes_are_mx_quantize_of_the_rows(gate, data):
+    spec, block_size, schedule, capacity, seed = data.draw(schedules(quantized=True))
+    cache = PagedKVCache(capacity, block_size, quantization=spec.quantization)
+    ks, vs = [], []
+    for step, n in enumerate(schedule):
+        k, v = random_kv(seed + step, spec, n)
+        cache.append(k, v)
+        ks.append(k)
+        vs.append(v)
+    poison_unused_slots(cache)
+    q = spec.quantization
+    k_planes, v_planes = q.quantize(mx.concatenate(ks, axis=2)), q.quantize(mx.concatenate(vs, axis=2))
+    expected = dict(zip(PLANE_NAMES, (k_planes[0], v_planes[0], k_planes[1], k_planes[2], v_planes[1], v_planes[2])))
+    table = mx.array(cache.block_table, dtype=mx.int32)
+    case = f"{spec.id}-bs{block_size}-{schedule}"
+    stored = {name: gather_blocks(getattr(cache.pool, name), table)[:, :, :cache.offset] for name in PLANE_NAMES}
+    gate.bit_exact(flat([stored["keys"], stored["values"]]), flat([expected["keys"], expected["values"]]),
+                   kernel=KERNEL, case=case, what="packed uint32 words of K and V vs mx.quantize")
+    gate.bit_exact(flat([stored[n] for n in PLANE_NAMES[2:]]), flat([expected[n] for n in PLANE_NAMES[2:]]),
+                   kernel=KERNEL, case=case, what="scales and biases of K and V vs mx.quantize")
+    got_k, got_v = cache.fetch()
+    want = [q.dequantize(*k_planes), q.dequantize(*v_planes)]
+    gate.bit_exact(flat([got_k, got_v]), flat(want), kernel=KERNEL, case=case,
+                   what="fetch of a quantized pool vs mx.dequantize(mx.quantize(rows))")
+
+
+@pytest.mark.parametrize("spec", [KvSpec(2, 64, 32, "float16"), KvSpec(1, 32, 64, "float32"),
+                                  KvSpec(2, 64, 64, "bfloat16", Quantization(8, 32))],
+                         ids=lambda s: s.id)
+@pytest.mark.parametrize("tokens", [0, 1, 15, 16, 17, 100])
+def test_projected_bytes_counts_every_plane(spec, tokens):
+    rows = PagedKvRows(16, 8, quantization=spec.quantization)
+    cache = PagedKVCache(16, 8, quantization=spec.quantization)
+    cache.append(*random_kv(0, spec, 3))
+    rows.merge_rows([cache])
+    pool = rows.rows[0].pool
+    per_block = sum(a.nbytes for a in pool.arrays()) / pool.num_blocks  # the seed's formula
+    assert rows.projected_bytes(tokens) == pool_blocks_for(tokens, 8) * per_block
+
+
+def test_projected_bytes_of_a_quantized_pool_counts_packed_scales_and_biases():
+    spec = KvSpec(2, 64, 32, "bfloat16", Quantization(4, 32))
+    rows = PagedKvRows(16, 8, quantization=spec.quantization)
+    cache = PagedKVCache(16, 8, quantization=spec.quantization)
+    cache.append(*random_kv(0, spec, 3))
+    rows.merge_rows([cache])
+    # One block: 2 heads x 8 rows x (K: 64*4/32 words + 2 planes of 64/32 bf16; V: 32*4/32 words + 2 of 32/32).
+    per_row = (64 * 4 // 32) * 4 + 2 * (64 // 32) * 2 + (32 * 4 // 32) * 4 + 2 * (32 // 32) * 2
+    assert rows.projected_bytes(17) == 3 * 2 * 8 * per_row
+    pool = rows.rows[0].pool
+    assert rows.projected_bytes(8) == sum(a.nbytes for a in pool.arrays()) / pool.num_blocks

@@ -1,0 +1,75 @@
+"""impl.masks against the NumPy oracle reference.masks: exact equality over a Hypothesis grid.
+
+Masks are bool, so the gate is ``equal`` (every element identical) after the
+dtype check: the MLX mask must be bool, as SDPA expects.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from impl import masks
+from reference import masks as ref_masks
+
+KERNEL = "masks"
+# The gate fixture only records (no per-example state), so sharing it across examples is safe.
+GATED = settings(suppress_health_check=list(settings.default.suppress_health_check)
+                 + [HealthCheck.function_scoped_fixture])
+WINDOWS = st.one_of(st.none(), st.integers(1, 40))
+
+
+def check_bool(mask: mx.array) -> mx.array:
+    assert mask.dtype == mx.bool_, f"mask dtype {mask.dtype}, expected bool"
+    return mask
+
+
+@GATED
+@given(N=st.integers(0, 24), offset=st.integers(0, 64), window=WINDOWS)
+def test_create_causal_mask_matches_oracle(gate, N, offset, window):
+    got = check_bool(masks.create_causal_mask(N, offset, window))
+    gate.equal(got, ref_masks.causal_mask(N, offset, window), kernel=KERNEL,
+               case=f"N{N}-offset{offset}-w{window}", what="create_causal_mask vs reference causal_mask")
+
+
+@GATED
+@given(data=st.data(), L=st.integers(0, 24), window=WINDOWS)
+def test_bidirectional_mask_matches_oracle(gate, data, L, window):
+    bidir = np.array(data.draw(st.lists(st.booleans(), min_size=L, max_size=L), label="bidir"), dtype=bool)
+    got = check_bool(masks.bidirectional_mask(L, window, mx.array(bidir)))
+    gate.equal(got, ref_masks.bidirectional_mask(L, window, bidir), kernel=KERNEL,
+               case=f"L{L}-w{window}-{bidir.astype(int).tolist()}", what="bidirectional_mask vs reference")
+
+
+@GATED
+@given(data=st.data(), batch=st.integers(1, 5), tokens=st.integers(1, 8), offset=st.integers(0, 48), window=WINDOWS)
+def test_batched_decode_mask_matches_oracle(gate, data, batch, tokens, offset, window):
+    left_pad = data.draw(st.lists(st.integers(0, offset), min_size=batch, max_size=batch), label="left_pad")
+    total = offset + tokens
+    got = check_bool(masks.batched_decode_mask(batch, tokens, total, left_pad, window))
+    assert got.shape == (batch, 1, tokens, total)
+    gate.equal(got, ref_masks.batched_decode_mask(batch, tokens, total, left_pad, window), kernel=KERNEL,
+               case=f"B{batch}-t{tokens}-total{total}-pad{left_pad}-w{window}", what="batched_decode_mask vs reference")
+
+
+BAD_CALLS = [
+    (lambda: masks.create_causal_mask(-1, 0), ValueError, "N"),
+    (lambda: masks.create_causal_mask(2, -1), ValueError, "offset"),
+    (lambda: masks.create_causal_mask(2, 0, 0), ValueError, "window"),
+    (lambda: masks.create_causal_mask(2.0, 0), TypeError, "N"),
+    (lambda: masks.bidirectional_mask(3, None, mx.array([True, False])), ValueError, "bidir"),
+    (lambda: masks.bidirectional_mask(2, None, mx.array([1, 0])), ValueError, "bidir"),
+    (lambda: masks.batched_decode_mask(2, 1, 4, [0], None), ValueError, "left_pad"),
+    (lambda: masks.batched_decode_mask(2, 1, 4, [0, 4], None), ValueError, "left_pad"),
+    (lambda: masks.batched_decode_mask(1, 5, 4, [0], None), ValueError, "total"),
+    (lambda: masks.cache_mask(0, 0), ValueError, "tokens"),
+]
+
+
+@pytest.mark.parametrize("call, error, name", BAD_CALLS, ids=[f"{i}-{n}" for i, (_, _, n) in enumerate(BAD_CALLS)])
+def test_bad_mask_arguments_are_refused_by_name(call, error, name):
+    with pytest.raises(error, match=name):
+        call()
