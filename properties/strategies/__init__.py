@@ -10,3 +10,4 @@ from .quant import *  # noqa: F401,F403
 from .kv import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .argmax import *  # noqa: F401,F403
+from .decode import *  # noqa: F401,F403

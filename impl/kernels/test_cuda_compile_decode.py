@@ -1,0 +1,161 @@
+"""The cuda arm of the decode kernels in CI, without a GPU: nvcc compiles every body as MLX would.
+
+Same harness as ``test_cuda_compile.py`` (its stand-in for MLX's ``utils.cuh``,
+its batching): for each template instantiation below, the ``Launch`` that
+``impl.kvq4_decode`` / ``impl.multi_query`` would issue is built from small
+real arrays (nothing runs), its translation unit rendered
+(``Launch.cuda_source()``: MLX's default header, the prelude
+``metal_compat.cuh`` + ``metal_simdgroup.cuh``, the kernel's header, MLX's
+signature and template constants, the body) and compiled with ``nvcc
+-arch=sm_90 -c``. Warnings are errors except the one the prelude documents and
+suppresses (20199-D, ``#pragma clang loop`` in device code): a body that
+compiles only with a new warning fails here, before the GPU run would.
+
+Instantiations: every dtype (the template T, and the input pointer types);
+kvq4 GQA factors 2 / 6 / 10 (10: the largest whose threadgroup memory fits
+CUDA) and blocks 512 / 100 (BLOCK not a multiple of SUB); multi-query head
+dims 64 / 80 / 128 / 256, L 1..8, NQ up to 64, default and forced splits;
+and ``SIMDGROUP_PROBE``, a kernel that exercises the simdgroup-matrix prelude
+alone: ``test_simdgroup_matrix_semantics`` runs it on the compiled arms
+(metal, cuda) and holds it bit-exact to NumPy, which checks the CUDA prelude's
+lane layout, loads (plain and transposed) and multiply-accumulate against
+Metal's definition directly, not only through the attention gates.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from impl import kvq4_decode as kvq4
+from impl import multi_query as mq
+from impl.kernels import KernelSpec, Launch
+from impl.kernels.test_cuda_compile import ARCH, NVCC, STANDIN_UTILS, batch_source
+
+DTYPES = (mx.bfloat16, mx.float16, mx.float32)
+# (GQA factor, block); KVH = 2, N = 700.
+KVQ4_GEOMETRIES = ((2, 512), (6, 100), (10, 64))
+# (H, KVH, L, D, N, splits): NQ = 4 / 64 / 2 / 18 / 24.
+MULTI_QUERY_GEOMETRIES = ((8, 2, 1, 64, 40, None), (16, 2, 8, 128, 600, None), (2, 1, 2, 256, 300, 3),
+                          (12, 2, 3, 80, 1000, None), (6, 1, 4, 256, 257, None))
+
+
+def kvq4_launches() -> list[Launch]:
+    launches = []
+    for dtype in DTYPES:
+        for rep, block in KVQ4_GEOMETRIES:
+            kvh, n = 2, 700
+            q = mx.zeros((1, kvh * rep, 1, kvq4.HEAD_DIM), dtype)
+            planes = kvq4.QuantizedKV(mx.zeros((1, kvh, n, 32), mx.uint32), mx.zeros((1, kvh, n, 4), dtype),
+                                      mx.zeros((1, kvh, n, 4), dtype))
+            partial = kvq4.partial_launch(q, planes, planes, block)
+            opart, mpart, lpart = (mx.zeros(s, mx.float32) for s in partial.output_shapes)
+            launches += [partial, kvq4.merge_launch(opart, mpart, lpart, dtype)]
+    return launches
+
+
+def multi_query_launches() -> list[Launch]:
+    launches = []
+    for dtype in DTYPES:
+        for h, kvh, L, d, n, splits in MULTI_QUERY_GEOMETRIES:
+            q, kv = mx.zeros((1, h, L, d), dtype), mx.zeros((1, kvh, n, d), dtype)
+            partial = mq.partial_launch(q, kv, kv, splits or mq.default_splits(n))
+            opart, mpart, lpart = (mx.zeros(s, mx.float32) for s in partial.output_shapes)
+            launches += [partial, mq.merge_launch(opart, mpart, lpart, dtype, h, L)]
+    return launches
+
+
+# Each lane writes its thread_elements() at Metal's (fm, fn), (fm, fn + 1): D = A * B' + C with B' = B or
+# B^T (TRANSPOSE), and E = A * B' + make_filled(0.5). A and B are staged in threadgroup memory as half.
+SIMDGROUP_PROBE_SOURCE = """
+  const uint lane = thread_index_in_simdgroup;
+  const uint fm = ((lane / 4u) & 4u) + ((lane / 2u) % 4u);
+  const uint fn = ((lane / 4u) & 2u) * 2u + (lane % 2u) * 2u;
+  threadgroup half ta[64];
+  threadgroup half tb[64];
+  ta[lane] = half(a[lane]); ta[lane + 32u] = half(a[lane + 32u]);
+  tb[lane] = half(b[lane]); tb[lane + 32u] = half(b[lane + 32u]);
+  threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+  metal::simdgroup_half8x8 ma, mb;
+  metal::simdgroup_load(ma, ta, (ulong)8);
+  metal::simdgroup_load(mb, tb, (ulong)8, ulong2(0, 0), TRANSPOSE);
+  metal::simdgroup_float8x8 mc, md;
+  mc.thread_elements()[0] = c[fm * 8u + fn];
+  mc.thread_elements()[1] = c[fm * 8u + fn + 1u];
+  metal::simdgroup_multiply_accumulate(mc, ma, mb, mc);
+  md = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.5f);
+  metal::simdgroup_multiply_accumulate(md, ma, mb, md);
+  d[fm * 8u + fn] = mc.thread_elements()[0];
+  d[fm * 8u + fn + 1u] = mc.thread_elements()[1];
+  e[fm * 8u + fn] = md.thread_elements()[0];
+  e[fm * 8u + fn + 1u] = md.thread_elements()[1];
+"""
+SIMDGROUP_PROBE = KernelSpec("simdgroup_probe", ("a", "b", "c"), ("d", "e"), SIMDGROUP_PROBE_SOURCE)
+
+
+def probe_launch(a: mx.array, b: mx.array, c: mx.array, transpose: bool) -> Launch:
+    return Launch(SIMDGROUP_PROBE, (a, b, c), (("TRANSPOSE", transpose),), grid=(32, 1, 1), threadgroup=(32, 1, 1),
+                  output_shapes=((64,), (64,)), output_dtypes=(mx.float32, mx.float32))
+
+
+@pytest.mark.arms("metal", "cuda")
+@pytest.mark.parametrize("transpose", [False, True], ids=["plain", "transposed"])
+def test_simdgroup_matrix_semantics(arm, gate, transpose):
+    """Small integers: half holds them exactly and every product and sum is exact in float32."""
+    rng = np.random.default_rng(int(transpose))
+    a, b, c = (rng.integers(-8, 9, (8, 8)).astype(np.float32) for _ in range(3))
+    d, e = probe_launch(*(mx.array(x.reshape(-1)) for x in (a, b, c)), transpose).run(arm)
+    bt = b.T if transpose else b
+    gate.bit_exact(d.reshape(8, 8), mx.array(a @ bt + c), what="simdgroup D = A*B + C in Metal's lane layout",
+                   kernel="simdgroup_probe")
+    gate.bit_exact(e.reshape(8, 8), mx.array(a @ bt + np.float32(0.5)), what="make_filled_simdgroup_matrix(0.5) as C",
+                   kernel="simdgroup_probe")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed: the CUDA compile test needs the CUDA toolkit")
+def test_decode_kernels_compile_as_cuda(tmp_path):
+    (tmp_path / "mlx" / "backend" / "cuda" / "device").mkdir(parents=True)
+    (tmp_path / "mlx" / "backend" / "cuda" / "device" / "utils.cuh").write_text(STANDIN_UTILS)
+    jobs = {}
+    probes = [probe_launch(*(mx.zeros((64,)) for _ in range(3)), t) for t in (False, True)]
+    for name, launches in (("kvq4_decode", kvq4_launches()), ("multi_query", multi_query_launches() + probes)):
+        source, kernels = batch_source(launches)
+        path = tmp_path / f"{name}.cu"
+        path.write_text(source)
+        command = [NVCC, f"-arch={ARCH}", "-std=c++17", "-c", str(path), "-o", str(path.with_suffix(".o")),
+                   f"-I{tmp_path}", "--Werror", "all-warnings"]
+        jobs[name] = (kernels, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    failures = []
+    for name, (kernels, process) in jobs.items():
+        log, _ = process.communicate(timeout=300)
+        if process.returncode:
+            failures.append(f"--- {name} ({len(kernels)} kernels) ---\n{log}")
+        elif shutil.which("nm"):  # every unit was compiled: each kernel has its host stub in the object
+            symbols = subprocess.run(["nm", str(tmp_path / f"{name}.o")], capture_output=True, text=True).stdout
+            missing = [k for k in kernels if k not in symbols]
+            if missing:
+                failures.append(f"{name}: kernels missing from the object: {missing}")
+    assert not failures, "nvcc could not compile the CUDA arm:\n" + "\n".join(failures)
+
+
+def test_units_carry_the_simdgroup_prelude_and_strides():
+    """The rendered units hold both prelude files, and the strided inputs get their Strides parameters."""
+    q, kv = mx.zeros((1, 4, 2, 64), mx.bfloat16), mx.zeros((1, 2, 40, 64), mx.bfloat16)
+    source = mq.partial_launch(q, kv, kv, 1).cuda_source()
+    assert "MLXGATE_METAL_COMPAT_CUH" in source and "MLXGATE_METAL_SIMDGROUP_CUH" in source
+    assert source.index("MLXGATE_METAL_COMPAT_CUH") < source.index("MLXGATE_METAL_SIMDGROUP_CUH")
+    signature = source.rsplit("__global__ void ", 1)[1].split(") {", 1)[0]
+    assert "const __grid_constant__ Strides k_strides" in signature
+    assert "const __grid_constant__ Strides v_strides" in signature
+    assert "q_strides" not in signature  # q is made contiguous by the wrapper, the body indexes it densely
+    planes = kvq4.QuantizedKV(mx.zeros((1, 2, 9, 32), mx.uint32), mx.zeros((1, 2, 9, 4), mx.float16),
+                              mx.zeros((1, 2, 9, 4), mx.float16))
+    partial = kvq4.partial_launch(mx.zeros((1, 4, 1, 256), mx.float16), planes, planes, 512)
+    signature = partial.cuda_source().rsplit("__global__ void ", 1)[1].split(") {", 1)[0]
+    for name in ("kp", "ks", "kb", "vp", "vs", "vb"):
+        assert f"Strides {name}_strides" in signature
+    assert "Shape kp_shape" in signature  # N is read at run time

@@ -1,0 +1,412 @@
+"""Multi-query causal flash-decoding: a few query rows (L <= 8) over a long KV cache.
+
+Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
+``kernels/attention/multi-query.ts``; the speculative-verify shape)::
+
+    multi_query_causal(q, keys, values, *, scale, splits=None, arm=None) -> [1, H, L, D]
+
+* ``q`` [1, H, L, D], 1 <= L <= 8 (``MAX_ROWS``), D a multiple of 8 up to 256
+  (the body works in 8x8 fragments; ``qf`` and ``o`` keep D/4 values per
+  lane in registers); float32 / float16 / bfloat16 (T). Output in T.
+* ``keys`` / ``values`` [1, KVH, N, D] in T, N >= L: the L query rows are the
+  last L positions of the cache. They may be strided views (a slice of a
+  larger cache, a transpose): the kernel reads ``k_strides`` / ``v_strides``,
+  with 4-wide vector loads when a row allows them (unit last stride, head and
+  row strides multiples of 4; the view must then start 4-element aligned, as
+  every slice along heads or tokens of a cache does) and strided loads
+  otherwise.
+* GQA: H = KVH * REP; query head h reads KV head ``h // REP``. The NQ = REP * L
+  query vectors of a KV head share one threadgroup (8 SIMD groups x 8-row
+  tiles), so NQ <= 64 (``MAX_VECTORS``); above it a ValueError names q.
+* Causal, bottom-right: row (r, i) (head kv * REP + r, query i) sees keys
+  ``j <= N - L + i``.
+* ``scale``: finite real, folded into q in T (``q * scale``) as the seed does.
+* ``splits``: key splits (threadgroups per KV head), default the seed's
+  ``clamp(ceil(N / 256), 1, 128)``; an int in [1, 128] overrides it (split s
+  covers keys [s * per, min(N, (s + 1) * per)), per = ceil(N / splits); a
+  split may be empty, or hide all its keys from some rows: the merge skips
+  such -inf partials).
+* Precision (the seed's design, "not bit-identical to MLX's kernels; gate by
+  KL"): the kernel rounds Q * scale, K and V to half and multiplies on the
+  simdgroup matrix unit (half in, float accumulate); the probabilities P are
+  rounded to half for P . V while the softmax sums stay float32. So whatever T
+  is, the result carries half precision, and Q * scale, K and V must stay
+  within half's range (|x| < 65504).
+* Bad input (L > 8, NQ > 64, D, dtypes, shapes, N < L, splits, scale) raises
+  ValueError / TypeError naming the argument, before any launch.
+
+Algorithm (every arm): a threadgroup = one KV head x one key split. Its
+query tile rows are loaded once as half fragments; for each 32-key block of
+the split, K is staged in threadgroup memory as half, S = Q . K^T on 8x8
+fragments, masked (past the split, past the row's causal limit), an online
+softmax per row (running max m, float32 sum l; P = half(exp(s - m))), the
+accumulator O rescaled, V staged and O += P . V. The partials (O, m, l) of
+the splits are merged per output element, skipping -inf partials, and cast
+to T.
+
+Arms: ``metal`` / ``cuda`` compile the seed's bodies below. Port edits that
+keep the Metal semantics: the staging of 8 dims moved into a header template
+``stage8`` (the destination pointer's ``threadgroup`` address space is deduced,
+never spelled, so one source serves CUDA, where ``threadgroup`` means
+``__shared__``), which also reads the last-axis stride (the seed assumed 1,
+and its vector loads need alignment); ``0.0h`` is ``half(0.0f)`` (a half literal
+does not exist in CUDA). The CUDA prelude (``metal_simdgroup.cuh``) gives the
+simdgroup matrices Metal's lane layout. ``graph`` is the same algorithm in MLX
+ops: the same splits and 32-key blocks, one block of every split per step,
+the same half roundings (Q * scale, K, V, P) and -inf handling, float32
+accumulation; its only liberty is the order of float32 additions inside the
+8x8 products (a matmul).
+
+Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
+``reference.attention.attention_ref``, with the naive computation in T, or in
+float16 for float32 inputs, the kernel's working precision, as baseline; KL
+through a fixed LM head against the oracle); ``properties/test_multi_query_props.py``
+(Hypothesis: L 1..8, NQ up to 64, D 64/128/256, N across split and block
+edges, forced splits with fully masked partials, strided and transposed K/V,
+causality, bad input).
+"""
+
+from __future__ import annotations
+
+import math
+
+import mlx.core as mx
+import numpy as np
+
+from impl.arms import resolve_arm
+from impl.kernels import KernelSpec, Launch
+
+__all__ = [
+    "BK",
+    "DTYPES",
+    "MAX_HEAD_DIM",
+    "MAX_ROWS",
+    "MAX_SPLITS",
+    "MAX_VECTORS",
+    "SPLIT_KEYS",
+    "default_splits",
+    "merge_launch",
+    "multi_query_causal",
+    "partial_launch",
+]
+
+BK = 32  # keys per staged block
+MAX_ROWS = 8  # L
+MAX_VECTORS = 64  # NQ = REP * L: 8 SIMD groups x 8-row tiles
+MAX_HEAD_DIM = 256
+SPLIT_KEYS = 256  # the seed's keys per split before clamping
+MAX_SPLITS = 128
+THREADS = 256
+DTYPES = (mx.bfloat16, mx.float16, mx.float32)
+
+HEADER = """
+#ifndef DEVICE_MEM
+#define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
+#endif
+
+// Stage dims [d, d + 8) of one K/V row into threadgroup memory as half (zeros for a key past the split):
+// two 4-wide vector loads when the row allows them, else 8 loads `step` apart.
+template <typename T, typename Dst>
+METAL_FUNC void stage8(Dst dst, const DEVICE_MEM T* src, ulong at, ulong step, bool live, bool vectors) {
+  if (!live) {
+    for (uint e = 0; e < 8u; ++e) dst[e] = half(0.0f);
+  } else if (vectors) {
+    const DEVICE_MEM metal::vec<T, 4>* v = (const DEVICE_MEM metal::vec<T, 4>*)(src + at);
+    const half4 a = half4(float4(v[0])), b = half4(float4(v[1]));
+    for (uint e = 0; e < 4u; ++e) { dst[e] = a[e]; dst[4u + e] = b[e]; }
+  } else {
+    for (uint e = 0; e < 8u; ++e) dst[e] = half(float(src[at + (ulong)e * step]));
+  }
+}
+"""
+
+PARTIAL_SOURCE = """
+  const uint lane = thread_index_in_simdgroup;
+  const uint sg = simdgroup_index_in_threadgroup;
+  const uint hk = threadgroup_position_in_grid.y;
+  const uint split = threadgroup_position_in_grid.x;
+  const uint fm = ((lane / 4u) & 4u) + ((lane / 2u) % 4u);
+  const uint fn = ((lane / 4u) & 2u) * 2u + (lane % 2u) * 2u;
+  threadgroup half kv[BK * D];
+  // Query tile: rows sg*8 .. sg*8+7 of the head group's rep·L vectors.
+  const bool tile = sg * 8u < (uint)NQ;               // simdgroups past the tiles only stage K/V
+  const uint row = sg * 8u + fm;                      // this lane's A-fragment row
+  const bool rowOk = row < (uint)NQ;
+  const uint rr = rowOk ? row / (uint)L : 0u, qi = rowOk ? row % (uint)L : 0u;
+  const auto qp = q + ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D;
+  metal::simdgroup_half8x8 qf[D / 8];
+  #pragma clang loop unroll(full)
+  for (uint f = 0; f < (uint)D / 8u; ++f) {
+    qf[f].thread_elements()[0] = rowOk ? half(qp[8u * f + fn]) : half(0.0f);
+    qf[f].thread_elements()[1] = rowOk ? half(qp[8u * f + fn + 1u]) : half(0.0f);
+  }
+  metal::simdgroup_float8x8 o[D / 8];
+  #pragma clang loop unroll(full)
+  for (uint f = 0; f < (uint)D / 8u; ++f) o[f] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+  float m = -INFINITY, l = 0.0f;
+  // Key range of this split; the row's causal limit.
+  const uint per = ((uint)N + (uint)SPLITS - 1u) / (uint)SPLITS;
+  const uint k0 = split * per, k1 = metal::min((uint)N, k0 + per);
+  const uint limit = (uint)N - (uint)L + qi;          // keys <= limit are visible
+  const ulong hs = (ulong)k_strides[1], rs = (ulong)k_strides[2], ds = (ulong)k_strides[3];
+  const ulong vhs = (ulong)v_strides[1], vrs = (ulong)v_strides[2], vds = (ulong)v_strides[3];
+  const bool kvec = ds == 1 && hs % 4 == 0 && rs % 4 == 0;
+  const bool vvec = vds == 1 && vhs % 4 == 0 && vrs % 4 == 0;
+  for (uint kb = k0; kb < k1; kb += (uint)BK) {
+    // Stage K block [BK, D] as half.
+    for (uint i = thread_position_in_threadgroup.x; i < (uint)(BK * D / 8); i += threads_per_threadgroup.x) {
+      const uint j = (8u * i) / (uint)D, d = (8u * i) % (uint)D, key = kb + j;
+      stage8(kv + j * (uint)D + d, k, (ulong)hk * hs + (ulong)key * rs + (ulong)d * ds, ds, key < k1, kvec);
+    }
+    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+    // S = Q · Kᵀ for BK keys: BK/8 fragments of [8 rows × 8 keys].
+    metal::simdgroup_float8x8 s[BK / 8];
+    metal::simdgroup_half8x8 p[BK / 8];
+    if (tile) {
+    #pragma clang loop unroll(full)
+    for (uint c = 0; c < (uint)BK / 8u; ++c) {
+      s[c] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+      #pragma clang loop unroll(full)
+      for (uint f = 0; f < (uint)D / 8u; ++f) {
+        metal::simdgroup_half8x8 kt;
+        metal::simdgroup_load(kt, kv + (8u * c) * (uint)D + 8u * f, (ulong)D, ulong2(0, 0), true);
+        metal::simdgroup_multiply_accumulate(s[c], qf[f], kt, s[c]);
+      }
+    }
+    // Causal / range mask and online softmax for this lane's row fm.
+    float bmax = -INFINITY;
+    #pragma clang loop unroll(full)
+    for (uint c = 0; c < (uint)BK / 8u; ++c)
+      #pragma clang loop unroll(full)
+      for (uint e = 0; e < 2u; ++e) {
+        const uint key = kb + 8u * c + fn + e;
+        float v = s[c].thread_elements()[e];
+        if (!rowOk || key >= k1 || key > limit) v = -INFINITY;
+        s[c].thread_elements()[e] = v;
+        bmax = metal::max(bmax, v);
+      }
+    bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, 1u));
+    bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, 8u));
+    const float mnew = metal::max(m, bmax);
+    const float corr = mnew == -INFINITY ? 1.0f : metal::exp(m - mnew);
+    float bsum = 0.0f;
+    #pragma clang loop unroll(full)
+    for (uint c = 0; c < (uint)BK / 8u; ++c)
+      #pragma clang loop unroll(full)
+      for (uint e = 0; e < 2u; ++e) {
+        const float v = s[c].thread_elements()[e];
+        const float w = v == -INFINITY ? 0.0f : metal::exp(v - mnew);
+        bsum += w;
+        p[c].thread_elements()[e] = half(w);
+      }
+    bsum += metal::simd_shuffle_xor(bsum, 1u);
+    bsum += metal::simd_shuffle_xor(bsum, 8u);
+    l = l * corr + bsum;
+    m = mnew;
+    #pragma clang loop unroll(full)
+    for (uint f = 0; f < (uint)D / 8u; ++f) {
+      o[f].thread_elements()[0] *= corr;
+      o[f].thread_elements()[1] *= corr;
+    }
+    }
+    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+    // Stage V block [BK, D] as half; O += P · V.
+    for (uint i = thread_position_in_threadgroup.x; i < (uint)(BK * D / 8); i += threads_per_threadgroup.x) {
+      const uint j = (8u * i) / (uint)D, d = (8u * i) % (uint)D, key = kb + j;
+      stage8(kv + j * (uint)D + d, v, (ulong)hk * vhs + (ulong)key * vrs + (ulong)d * vds, vds, key < k1, vvec);
+    }
+    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+    if (tile)
+    #pragma clang loop unroll(full)
+    for (uint f = 0; f < (uint)D / 8u; ++f)
+      #pragma clang loop unroll(full)
+      for (uint c = 0; c < (uint)BK / 8u; ++c) {
+        metal::simdgroup_half8x8 vb;
+        metal::simdgroup_load(vb, kv + (8u * c) * (uint)D + 8u * f, (ulong)D);
+        metal::simdgroup_multiply_accumulate(o[f], p[c], vb, o[f]);
+      }
+    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+  }
+  // Partial results: unnormalized O, running max and sum per row.
+  if (!tile || !rowOk) return;
+  const ulong base = ((ulong)split * (uint)KVH + hk) * (uint)NQ + row;
+  #pragma clang loop unroll(full)
+  for (uint f = 0; f < (uint)D / 8u; ++f) {
+    opart[base * (uint)D + 8u * f + fn] = o[f].thread_elements()[0];
+    opart[base * (uint)D + 8u * f + fn + 1u] = o[f].thread_elements()[1];
+  }
+  if (fn == 0u) { mpart[base] = m; lpart[base] = l; }
+"""
+
+MERGE_SOURCE = """
+  const uint d = thread_position_in_grid.x;            // 0..D-1
+  const uint qv = thread_position_in_grid.y;           // 0..KVH·NQ-1
+  if (d >= (uint)D || qv >= (uint)(KVH * NQ)) return;
+  const uint hk = qv / (uint)NQ, row = qv % (uint)NQ;
+  float mmax = -INFINITY;
+  for (uint s = 0; s < (uint)SPLITS; ++s) mmax = metal::max(mmax, mpart[(ulong)s * (uint)(KVH * NQ) + qv]);
+  float num = 0.0f, den = 0.0f;
+  for (uint s = 0; s < (uint)SPLITS; ++s) {
+    const ulong b = (ulong)s * (uint)(KVH * NQ) + qv;
+    const float ms = mpart[b];
+    if (ms == -INFINITY) continue;
+    const float w = metal::exp(ms - mmax);
+    num += w * opart[b * (uint)D + d];
+    den += w * lpart[b];
+  }
+  const uint rr = row / (uint)L, qi = row % (uint)L;
+  out[((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d] = T(num / den);
+"""
+
+PARTIAL = KernelSpec("multi_query_partial", ("q", "k", "v"), ("opart", "mpart", "lpart"), PARTIAL_SOURCE,
+                     header=HEADER, ensure_row_contiguous=False)
+MERGE = KernelSpec("multi_query_merge", ("opart", "mpart", "lpart"), ("out",), MERGE_SOURCE)
+
+assert "0.0h" not in PARTIAL_SOURCE and "threadgroup half*" not in PARTIAL_SOURCE + HEADER
+
+
+def default_splits(n: int) -> int:
+    """The seed's key splits for a cache of ``n`` positions: clamp(ceil(n / 256), 1, 128)."""
+    return max(1, min(MAX_SPLITS, -(-n // SPLIT_KEYS)))
+
+
+# --- validation -------------------------------------------------------------
+
+
+def _check_scale(scale) -> float:
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
+    if not math.isfinite(float(scale)):
+        raise ValueError(f"scale must be finite, got {scale!r}")
+    return float(scale)
+
+
+def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
+    """Checks everything a launch depends on; returns (scale, splits)."""
+    for name, x in (("q", q), ("keys", keys), ("values", values)):
+        if not isinstance(x, mx.array):
+            raise TypeError(f"{name} must be an mx.array, got {type(x).__name__}")
+        if x.ndim != 4 or x.shape[0] != 1:
+            raise ValueError(f"{name} must have shape [1, heads, rows, D], got {list(x.shape)}")
+        if x.dtype not in DTYPES:
+            raise ValueError(f"{name} must be one of {DTYPES}, got {x.dtype}")
+    _, h, L, d = q.shape
+    _, kvh, n, dk = keys.shape
+    if not 1 <= L <= MAX_ROWS:
+        raise ValueError(f"q has L={L} query rows; the kernel takes 1..{MAX_ROWS}")
+    if d % 8 or not 8 <= d <= MAX_HEAD_DIM:
+        raise ValueError(f"q has head dim D={d}; the kernel needs a multiple of 8 in [8, {MAX_HEAD_DIM}]")
+    if keys.dtype != q.dtype or values.dtype != q.dtype:
+        raise ValueError(f"q, keys and values must share one dtype, got {q.dtype}, {keys.dtype}, {values.dtype}")
+    if dk != d:
+        raise ValueError(f"keys have head dim {dk} but q has D={d}")
+    if tuple(values.shape) != tuple(keys.shape):
+        raise ValueError(f"values must have the keys' shape {list(keys.shape)} (same heads, positions and head dim), "
+                         f"got {list(values.shape)}")
+    if kvh < 1 or h % kvh:
+        raise ValueError(f"q has H={h} heads, not a multiple of the keys' KVH={kvh}")
+    if (h // kvh) * L > MAX_VECTORS:
+        raise ValueError(f"q has {h // kvh} heads per KV head x L={L} rows = {(h // kvh) * L} query vectors per "
+                         f"KV head; the kernel's threadgroup holds at most {MAX_VECTORS}")
+    if n < L:
+        raise ValueError(f"keys hold N={n} positions, fewer than q's L={L} rows (the rows are the last L positions)")
+    scale = _check_scale(scale)
+    if splits is None:
+        return scale, default_splits(n)
+    if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)):
+        raise TypeError(f"splits must be None or an int, got {type(splits).__name__}")
+    if not 1 <= splits <= MAX_SPLITS:
+        raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {splits}")
+    return scale, int(splits)
+
+
+# --- the kernels -------------------------------------------------------------
+
+
+def partial_launch(qs: mx.array, keys: mx.array, values: mx.array, splits: int) -> Launch:
+    """The partial pass exactly as the seed issues it (``qs``: the pre-scaled, contiguous query)."""
+    _, h, L, d = qs.shape
+    kvh, n = keys.shape[1], keys.shape[2]
+    rep = h // kvh
+    nq = rep * L
+    template = (("T", qs.dtype), ("L", L), ("D", d), ("N", n), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("BK", BK),
+                ("SPLITS", splits))
+    return Launch(PARTIAL, (qs, keys, values), template, grid=(THREADS * splits, kvh, 1),
+                  threadgroup=(THREADS, 1, 1),
+                  output_shapes=((splits, kvh, nq, d), (splits, kvh, nq), (splits, kvh, nq)),
+                  output_dtypes=(mx.float32, mx.float32, mx.float32))
+
+
+def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dtype, heads: int,
+                 rows: int) -> Launch:
+    splits, kvh, nq, d = opart.shape
+    rep = heads // kvh
+    template = (("T", dtype), ("L", rows), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("SPLITS", splits))
+    return Launch(MERGE, (opart, mpart, lpart), template, grid=(d, kvh * nq, 1), threadgroup=(min(256, d), 1, 1),
+                  output_shapes=((1, heads, rows, d),), output_dtypes=(dtype,))
+
+
+def multi_query_causal(q: mx.array, keys: mx.array, values: mx.array, *, scale: float, splits: int | None = None,
+                       arm: str | None = None) -> mx.array:
+    """Causal attention of q's L <= 8 rows (the last L positions) over the cache (module docstring)."""
+    scale, splits = _validate(q, keys, values, scale, splits)
+    arm = resolve_arm(arm)
+    qs = mx.contiguous(q * scale)  # softmax scale folded into q, in T (the seed's mulScalar)
+    if arm == "graph":
+        return _graph(qs, keys, values, splits)
+    opart, mpart, lpart = partial_launch(qs, keys, values, splits).run(arm)
+    (out,) = merge_launch(opart, mpart, lpart, q.dtype, q.shape[1], q.shape[2]).run(arm)
+    return out
+
+
+# --- the graph arm -----------------------------------------------------------
+
+
+def _half(x: mx.array) -> mx.array:
+    """x rounded to half, held in float32 (the kernel's half(...) then its float use)."""
+    return x.astype(mx.float16).astype(mx.float32)
+
+
+def _graph(qs: mx.array, keys: mx.array, values: mx.array, splits: int) -> mx.array:
+    """The partial + merge kernels in MLX ops (the module docstring says where they differ)."""
+    _, h, L, d = qs.shape
+    kvh, n = keys.shape[1], keys.shape[2]
+    rep, nq = h // kvh, (h // kvh) * L
+    per = -(-n // splits)
+    blocks = -(-per // BK)
+
+    # Key of (split, block, slot): s * per + b * BK + j, live when below the split's end min(N, (s+1) * per).
+    split_start = mx.arange(splits).reshape(splits, 1, 1) * per
+    key = split_start + mx.arange(blocks).reshape(1, blocks, 1) * BK + mx.arange(BK).reshape(1, 1, BK)
+    live = key < mx.minimum(split_start + per, n)  # [splits, blocks, BK]
+    # A dead slot stages zeros (never read from the cache).
+    gathered = mx.where(live, key, 0).reshape(-1)
+    k = mx.where(live[..., None], _half(mx.take(keys[0], gathered, axis=1)).reshape(kvh, splits, blocks, BK, d), 0.0)
+    v = mx.where(live[..., None], _half(mx.take(values[0], gathered, axis=1)).reshape(kvh, splits, blocks, BK, d), 0.0)
+
+    # Query vector row = r * L + i of KV head hk is head hk * REP + r, query i.
+    qf = _half(qs.astype(mx.float32)).reshape(kvh, 1, nq, d)  # [KVH, 1, NQ, D]
+    qi = mx.arange(nq) % L
+    limit = (n - L + qi).reshape(1, nq, 1)  # keys <= limit are visible to the row
+
+    m = mx.full((kvh, splits, nq), -mx.inf, dtype=mx.float32)
+    l = mx.zeros((kvh, splits, nq), dtype=mx.float32)
+    o = mx.zeros((kvh, splits, nq, d), dtype=mx.float32)
+    for b in range(blocks):
+        s = qf @ k[:, :, b].swapaxes(-1, -2)  # [KVH, splits, NQ, BK]
+        visible = live[None, :, b, None, :] & (key[None, :, b, None, :] <= limit[None])  # [1, splits, NQ, BK]
+        s = mx.where(visible, s, -mx.inf)
+        mnew = mx.maximum(m, s.max(axis=-1))
+        corr = mx.where(mnew == -mx.inf, 1.0, mx.exp(m - mnew))
+        w = mx.where(s == -mx.inf, 0.0, mx.exp(s - mnew[..., None]))
+        l = l * corr + w.sum(axis=-1)
+        m = mnew
+        o = o * corr[..., None] + _half(w) @ v[:, :, b]  # P rounded to half for P . V
+
+    # Merge the splits, skipping -inf partials.
+    top = m.max(axis=1, keepdims=True)
+    weight = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))
+    num = (weight[..., None] * o).sum(axis=1)
+    den = (weight * l).sum(axis=1)
+    out = (num / den[..., None]).astype(qs.dtype)  # [KVH, NQ, D]
+    return out.reshape(1, h, L, d)

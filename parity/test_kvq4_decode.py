@@ -1,0 +1,80 @@
+"""Parity gates of kvq4 decode (``impl.kvq4_decode``), every available arm.
+
+Per dtype (bf16 / f16 / f32) and geometry (GQA 2/6/8, MQA, blocks 512 / 256 /
+100 / 64, cache lengths one past a block, sub-chunk remainders, a long cache,
+views of a larger cache):
+
+* error ratio against the float64 oracle ``reference.attention.attention_ref``
+  on the K/V as the kernel dequantizes them (``fma(scale, code, bias)`` in
+  float32), FlashAttention's factor 2 against the naive computation in T on
+  ``mx.dequantize``'s K/V (``reference.quant.dequantize``, the unfused path);
+* KL through a fixed random LM head against MLX's own path,
+  ``mx.dequantize`` + ``mx.fast.scaled_dot_product_attention``. The limit:
+  the kernel is within the error-ratio bound B of the oracle, MLX's path
+  within its measured distance M, so the outputs differ by at most
+  eps = B + M per element, and Hoeffding's lemma turns eps into a KL bound
+  (``properties.strategies.decode.hoeffding_kl_limit``).
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from impl.kvq4_decode import THREADGROUP_MEMORY, kvq4_decode, threadgroup_bytes
+from properties.strategies.decode import (build_kvq4_case, decode_error_floor, hoeffding_kl_limit, kvq4_oracles,
+                                          lm_head)
+from reference import metrics
+
+DTYPES = ["bfloat16", "float16", "float32"]
+# (H, KVH, N, block, layout)
+GEOMETRIES = [
+    (4, 2, 97, 64, "contiguous"),  # GQA 2, one block + a partial one
+    (12, 2, 301, 100, "window"),  # GQA 6, BLOCK not a multiple of SUB: ragged last sub-chunk
+    (8, 1, 513, 512, "slice"),  # MQA GQA 8: a last block of one token (three empty sub-chunks)
+    (16, 2, 1000, 256, "heads"),  # GQA 8
+    (16, 8, 2049, 512, "contiguous"),  # GQA 2, five blocks
+    (24, 4, 1500, 512, "transposed"),  # GQA 6, planes with a non-unit last stride
+]
+KERNEL = "kvq4_decode"
+
+
+def geometry_id(g) -> str:
+    h, kvh, n, block, layout = g
+    return f"H{h}-KVH{kvh}-N{n}-block{block}-{layout}"
+
+
+def mlx_path(case) -> mx.array:
+    """MLX's unfused path: mx.dequantize (to T) then mx.fast.scaled_dot_product_attention."""
+    k = mx.dequantize(*case.keys[:3], group_size=64, bits=4)
+    v = mx.dequantize(*case.values[:3], group_size=64, bits=4)
+    return mx.fast.scaled_dot_product_attention(case.q_mx, k, v, scale=case.scale)
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=geometry_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kvq4_decode(arm, gate, dtype, geometry):
+    h, kvh, n, block, layout = geometry
+    case = build_kvq4_case(np.random.default_rng(n), dtype=dtype, h=h, kvh=kvh, n=n, block=block, layout=layout)
+    if threadgroup_bytes(case.rep) > THREADGROUP_MEMORY.get(arm, float("inf")):
+        pytest.skip(f"GQA {case.rep} needs {threadgroup_bytes(case.rep)} bytes of threadgroup memory, "
+                    f"more than the {arm} arm has ({THREADGROUP_MEMORY[arm]})")
+    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=block, arm=arm)
+    ref, base = kvq4_oracles(case)
+    floor, why = decode_error_floor(ref, dtype, case.q, case.k32, case.v32, scale=case.scale)
+    record = gate.error_ratio(out, ref, base, floor=floor,
+                              why=f"FlashAttention's rule (factor 2, naive T baseline on mx.dequantize's K/V); {why}",
+                              kernel=KERNEL, case=case.id)
+
+    control = mlx_path(case)
+    control_error = float(np.max(np.abs(metrics.as_f64(control) - ref)))
+    eps = record["threshold"] + control_error
+    w = lm_head(256)
+    rows = case.h
+    limit, derivation = hoeffding_kl_limit(eps, w)
+    gate.kl(metrics.as_f64(control).reshape(rows, 256) @ w, metrics.as_f64(out).reshape(rows, 256) @ w, limit=limit,
+            why=(f"{derivation}; eps = {eps:.3g}: the kernel's error-ratio bound {record['threshold']:.3g} plus "
+                 f"MLX's measured distance to the oracle {control_error:.3g} (triangle inequality)"),
+            kernel=KERNEL, case=case.id)

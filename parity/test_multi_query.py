@@ -1,0 +1,81 @@
+"""Parity gates of multi-query causal decode (``impl.multi_query``), every available arm.
+
+Per dtype (bf16 / f16 / f32) and geometry (the speculative-verify shapes:
+GQA 4/6/8 with L up to 8, NQ up to 64 (above MLX's 32-vector limit for its
+vector kernel), MQA at D 256, MHA at D 64, N = L, lengths one past a split or
+a 32-key block, a long cache of 16 splits, forced splits, views):
+
+* error ratio against the float64 causal oracle
+  ``reference.attention.attention_ref``: FlashAttention's factor 2 against
+  the naive causal attention in the kernel's working precision (T; float16
+  for float32 inputs, which the kernel rounds to half), plus one ULP of it
+  at max|ref|;
+* KL through a fixed random LM head against the oracle, the seed's gate
+  ("not bit-identical to MLX's kernels; gate by KL"): outputs within the
+  error-ratio bound eps per element give KL <= (eps * max_j ||W_j||_1)^2 / 2
+  (Hoeffding), so the limit is that of the error-ratio bound.
+* (recorded, not gated) how far MLX's own ``mx.fast.scaled_dot_product_attention``
+  with ``mask="causal"`` is from the oracle on the same inputs, as a finding.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from impl.multi_query import default_splits, multi_query_causal
+from properties.strategies.decode import (build_multi_query_case, decode_error_floor, hoeffding_kl_limit, lm_head,
+                                          multi_query_oracles, working_dtype)
+from reference import metrics
+
+DTYPES = ["bfloat16", "float16", "float32"]
+# (H, KVH, L, N, D, splits, layout)
+GEOMETRIES = [
+    (32, 8, 8, 4096, 128, None, "slice"),  # GQA 4, NQ 32, 16 splits
+    (48, 8, 6, 2000, 128, None, "contiguous"),  # GQA 6, NQ 36: past MLX's vector kernel
+    (64, 8, 8, 1000, 128, None, "window"),  # GQA 8, NQ 64: the limit
+    (8, 1, 4, 257, 256, None, "heads"),  # MQA, D 256, one key past a split
+    (16, 16, 2, 33, 64, None, "transposed"),  # MHA, one key past a block, strided loads
+    (4, 2, 8, 8, 64, None, "contiguous"),  # N = L: row 0 sees one key
+    (12, 2, 5, 300, 80, 37, "contiguous"),  # D 80, forced splits of 9 keys
+]
+KERNEL = "multi_query"
+
+
+def geometry_id(g) -> str:
+    h, kvh, L, n, d, splits, layout = g
+    return f"H{h}-KVH{kvh}-L{L}-N{n}-D{d}" + (f"-splits{splits}" if splits else "") + f"-{layout}"
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=geometry_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_multi_query(arm, gate, dtype, geometry):
+    h, kvh, L, n, d, splits, layout = geometry
+    case = build_multi_query_case(np.random.default_rng(n + L), dtype=dtype, h=h, kvh=kvh, L=L, n=n, d=d,
+                                  splits=splits, layout=layout)
+    out = multi_query_causal(case.q_mx, case.k_mx, case.v_mx, scale=case.scale, splits=splits, arm=arm)
+    ref, base = multi_query_oracles(case)
+    work = working_dtype(dtype)
+    floor, why = decode_error_floor(ref, work)
+    record = gate.error_ratio(out, ref, base, floor=floor, dtype=work,
+                              why=(f"FlashAttention's rule: at most 2x as far from the float64 oracle as the naive "
+                                   f"causal attention in {work} (the kernel's working precision), plus {why}"),
+                              kernel=KERNEL, case=case.id)
+
+    eps = record["threshold"]
+    w = lm_head(d)
+    rows = h * L
+    limit, derivation = hoeffding_kl_limit(eps, w)
+    gate.kl(ref.reshape(rows, d) @ w, metrics.as_f64(out).reshape(rows, d) @ w, limit=limit,
+            why=f"{derivation}; eps = {eps:.3g}, the error-ratio bound per element", kernel=KERNEL, case=case.id)
+
+    if arm == "graph":  # once per case: MLX's fused attention on the same inputs, for the record
+        mlx_out = mx.fast.scaled_dot_product_attention(case.q_mx, case.k_mx, case.v_mx, scale=case.scale,
+                                                       mask="causal")
+        gate.finding(f"MLX SDPA (mask='causal') vs the float64 oracle, {case.id}",
+                     {"max_abs_error": float(np.max(np.abs(metrics.as_f64(mlx_out) - ref))),
+                      "kernel_max_abs_error": record["measured"], "naive_baseline_error": record["baseline_error"],
+                      "splits": splits or default_splits(n), "device": str(mx.default_device())},
+                     kernel=KERNEL)

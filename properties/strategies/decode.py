@@ -1,0 +1,345 @@
+"""Hypothesis strategies for the decode kernels: kvq4 decode and multi-query causal attention.
+
+A case is one call of ``impl.kvq4_decode.kvq4_decode`` or
+``impl.multi_query.multi_query_causal`` plus what the oracles need, as NumPy::
+
+    @given(case=sts.kvq4_cases())
+    def test_x(case): kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=case.block)
+
+    @given(case=sts.multi_query_cases())
+    def test_y(case): multi_query_causal(case.q_mx, case.k_mx, case.v_mx, scale=case.scale, splits=case.splits)
+
+Layouts (``CACHE_LAYOUTS``): the K/V handed to the kernel are views of a larger
+cache whose other slots hold NaN (float planes) or random bits (packed codes),
+so a stray read shows in the output: ``contiguous`` (no view), ``slice`` (the
+first N positions), ``window`` (positions off..off+N), ``heads`` (a slice of
+heads too) and ``transposed`` (stored [.., W, capacity] and viewed back: the
+last axis is not unit-stride).
+
+kvq4: GQA factor 2/4/6/8 over 1-2 KV heads, head dim 256, blocks 64..512
+(multiples of 4 and not), N straddling block and sub-chunk edges
+(k * block + {-1, 0, 1}, k * ceil(block / 4) + {-1, 0, 1}) or uniform. K/V are
+quantized with ``reference.quant.quantize`` (MLX's CPU algorithm, device
+independent); ``k32`` / ``v32`` are what the kernel dequantizes
+(``fma(scale, code, bias)`` in float32: exact in float64, rounded once), ``kT``
+/ ``vT`` what ``mx.dequantize`` gives (``reference.quant.dequantize``, in T).
+
+multi-query: L 1..8, GQA factor so that NQ = REP * L <= 64 (often exactly 64),
+D 64/128/256, N >= L straddling 32-key block and 256-key split edges or
+uniform, and sometimes forced ``splits`` (up to one key per split, so that
+later splits hide all their keys from the early rows: -inf partials).
+
+Arrays come from a NumPy generator seeded by Hypothesis (drawing floats one by
+one would dominate the run time; the seed still replays and shrinks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+import numpy as np
+from hypothesis import strategies as st
+
+from impl.kvq4_decode import GROUP_SIZE, HEAD_DIM, SUB, QuantizedKV
+from impl.multi_query import BK, MAX_ROWS, MAX_SPLITS, MAX_VECTORS, SPLIT_KEYS
+from reference import metrics
+from reference import quant as quant_ref
+from reference.attention import attention_noise_floor, attention_ref
+
+from .attention import numpy_dtype
+
+__all__ = [
+    "CACHE_LAYOUTS",
+    "DECODE_DTYPES",
+    "KVQ4_BLOCKS",
+    "KVQ4_GQA",
+    "MULTI_QUERY_HEAD_DIMS",
+    "Kvq4Case",
+    "MultiQueryCase",
+    "build_kvq4_case",
+    "build_multi_query_case",
+    "cache_view",
+    "decode_error_floor",
+    "hoeffding_kl_limit",
+    "kvq4_cases",
+    "kvq4_oracles",
+    "lm_head",
+    "multi_query_cases",
+    "multi_query_oracles",
+    "working_dtype",
+]
+
+DECODE_DTYPES = ("bfloat16", "float16", "float32")
+CACHE_LAYOUTS = ("contiguous", "slice", "window", "heads", "transposed")
+KVQ4_GQA = (2, 4, 6, 8)
+KVQ4_BLOCKS = (64, 100, 128, 256, 512)
+MULTI_QUERY_HEAD_DIMS = (64, 128, 256)
+MX_DTYPES = {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}
+
+
+def _to_mx(a: np.ndarray, dtype: str | None) -> mx.array:
+    """NumPy -> mx.array: float planes in ``dtype`` (exact for values of it, NaN kept), uint32 as is."""
+    if dtype is None:
+        return mx.array(a)
+    return mx.array(a.astype(np.float32)).astype(MX_DTYPES[dtype])
+
+
+def cache_view(x: np.ndarray, dtype: str | None, layout: str, rng: np.random.Generator) -> mx.array:
+    """``x`` [1, KVH, N, W] as the view ``layout`` names, inside a larger cache poisoned elsewhere.
+
+    ``dtype``: the float dtype of the plane, or None for packed uint32 codes
+    (poisoned with random bits; their NaN scales expose a stray read).
+    """
+    if layout not in CACHE_LAYOUTS:
+        raise ValueError(f"layout must be one of {CACHE_LAYOUTS}, got {layout!r}")
+    if layout == "contiguous":
+        return _to_mx(x, dtype)
+    _, kvh, n, w = x.shape
+    off = 0 if layout == "slice" else int(rng.integers(1, 9))
+    h0 = 1 if layout == "heads" else 0
+    capacity = off + n + int(rng.integers(1, 9))
+    shape = (1, kvh + 2 * h0, capacity, w)
+    if dtype is None:
+        cache = rng.integers(0, 2**32, shape, dtype=np.uint64).astype(np.uint32)
+    else:
+        cache = np.full(shape, np.nan, np.float32)
+    cache[:, h0:h0 + kvh, off:off + n] = x
+    if layout == "transposed":  # stored [1, H, W, capacity]: the view's last axis has stride capacity
+        view = _to_mx(np.ascontiguousarray(cache.transpose(0, 1, 3, 2)), dtype).transpose(0, 1, 3, 2)
+    else:
+        view = _to_mx(cache, dtype)
+    return view[:, h0:h0 + kvh, off:off + n]
+
+
+class _Case:
+    """Readable reprs: Hypothesis prints falsifying examples with these, not the arrays."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.id}, seed={self.seed})"
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(repr(self))
+
+
+# --- kvq4 decode --------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Kvq4Case(_Case):
+    dtype: str
+    h: int
+    kvh: int
+    n: int
+    block: int
+    layout: str
+    scale: float
+    q: np.ndarray  # [1, H, 1, 256] in dtype
+    k32: np.ndarray  # [1, KVH, N, 256] float32: the K the kernel dequantizes, fma(scale, code, bias)
+    v32: np.ndarray
+    kT: np.ndarray  # [1, KVH, N, 256] in dtype: mx.dequantize's K (reference.quant.dequantize)
+    vT: np.ndarray
+    keys: QuantizedKV = field(repr=False)  # mx views of the packed / scales / biases planes
+    values: QuantizedKV = field(repr=False)
+    seed: int = 0
+
+    @property
+    def q_mx(self) -> mx.array:
+        return _to_mx(self.q, self.dtype)
+
+    @property
+    def rep(self) -> int:
+        return self.h // self.kvh
+
+    @property
+    def id(self) -> str:
+        return f"{self.dtype}-H{self.h}-KVH{self.kvh}-N{self.n}-block{self.block}-{self.layout}"
+
+
+def _fma_dequantize(packed: np.ndarray, scales: np.ndarray, biases: np.ndarray) -> np.ndarray:
+    """float32(scale * code + bias), rounded once: the kernel's fma (the exact value fits float64)."""
+    codes = quant_ref.unpack(packed, 4).astype(np.float64)
+    s = np.repeat(scales.astype(np.float64), GROUP_SIZE, axis=-1)
+    b = np.repeat(biases.astype(np.float64), GROUP_SIZE, axis=-1)
+    return (s * codes + b).astype(np.float32)
+
+
+def build_kvq4_case(rng: np.random.Generator, *, dtype: str, h: int, kvh: int, n: int, block: int = 512,
+                    layout: str = "contiguous", amplitude: float = 1.0, seed: int = 0) -> Kvq4Case:
+    """A case from explicit parameters (``kvq4_cases`` draws them; parity tests pass them)."""
+    np_dtype = numpy_dtype(dtype)
+    q = (amplitude * rng.standard_normal((1, h, 1, HEAD_DIM))).astype(np_dtype)
+    planes, seen = {}, {}
+    for name in ("keys", "values"):
+        x = rng.standard_normal((1, kvh, n, HEAD_DIM)).astype(np_dtype)
+        packed, scales, biases = quant_ref.quantize(x, group_size=GROUP_SIZE, bits=4)
+        planes[name] = QuantizedKV(cache_view(packed, None, layout, rng), cache_view(scales, dtype, layout, rng),
+                                   cache_view(biases, dtype, layout, rng))
+        seen[name] = (_fma_dequantize(packed, scales, biases),
+                      quant_ref.dequantize(packed, scales, biases, group_size=GROUP_SIZE, bits=4))
+    return Kvq4Case(dtype=dtype, h=h, kvh=kvh, n=n, block=block, layout=layout, scale=HEAD_DIM ** -0.5, q=q,
+                    k32=seen["keys"][0], v32=seen["values"][0], kT=seen["keys"][1], vT=seen["values"][1],
+                    keys=planes["keys"], values=planes["values"], seed=seed)
+
+
+@st.composite
+def _edge_length(draw, units: tuple[int, ...], lowest: int, highest: int) -> int:
+    """A length in [lowest, highest], usually one off a multiple of one of ``units``."""
+    kind = draw(st.sampled_from(("edge", "edge", "uniform")))
+    if kind == "uniform":
+        return draw(st.integers(lowest, highest))
+    unit = draw(st.sampled_from(units))
+    multiple = draw(st.integers(1, max(1, highest // unit)))
+    return max(lowest, min(highest, multiple * unit + draw(st.sampled_from((-1, 0, 1)))))
+
+
+@st.composite
+def kvq4_cases(draw, *, dtypes=DECODE_DTYPES, gqa=KVQ4_GQA, blocks=KVQ4_BLOCKS, layouts=CACHE_LAYOUTS,
+               max_n: int = 600) -> Kvq4Case:
+    """A whole kvq4 decode case (module docstring)."""
+    dtype = draw(st.sampled_from(dtypes))
+    rep, kvh = draw(st.sampled_from(gqa)), draw(st.integers(1, 2))
+    block = draw(st.sampled_from(blocks))
+    n = draw(_edge_length((block, -(-block // SUB)), 1, max_n))
+    seed = draw(st.integers(0, 2**32 - 1))
+    return build_kvq4_case(np.random.default_rng(seed), dtype=dtype, h=kvh * rep, kvh=kvh, n=n, block=block,
+                           layout=draw(st.sampled_from(layouts)), amplitude=draw(st.sampled_from((0.5, 1.0, 4.0))),
+                           seed=seed)
+
+
+def kvq4_oracles(case: Kvq4Case) -> tuple[np.ndarray, np.ndarray]:
+    """(float64 oracle on the K/V the kernel dequantizes, naive attention in T on mx.dequantize's K/V).
+
+    The baseline is the unfused path done naively: dequantize to T (rounding
+    the kernel never does), then attention rounding every op to T.
+    """
+    ref = attention_ref(case.q, case.k32, case.v32, scale=case.scale)
+    base = attention_ref(case.q, case.kT, case.vT, scale=case.scale, upcast=False, reorder_ops=True)
+    return ref, base
+
+
+# --- multi-query ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class MultiQueryCase(_Case):
+    dtype: str
+    h: int
+    kvh: int
+    L: int
+    n: int
+    d: int
+    splits: int | None
+    layout: str
+    scale: float
+    q: np.ndarray  # [1, H, L, D] in dtype
+    k: np.ndarray  # [1, KVH, N, D] in dtype
+    v: np.ndarray
+    k_mx: mx.array = field(repr=False)  # views of a poisoned cache (layout)
+    v_mx: mx.array = field(repr=False)
+    seed: int = 0
+
+    @property
+    def q_mx(self) -> mx.array:
+        return _to_mx(self.q, self.dtype)
+
+    @property
+    def nq(self) -> int:
+        return self.h // self.kvh * self.L
+
+    @property
+    def id(self) -> str:
+        splits = f"-splits{self.splits}" if self.splits else ""
+        return f"{self.dtype}-H{self.h}-KVH{self.kvh}-L{self.L}-N{self.n}-D{self.d}{splits}-{self.layout}"
+
+
+def build_multi_query_case(rng: np.random.Generator, *, dtype: str, h: int, kvh: int, L: int, n: int, d: int,
+                           splits: int | None = None, layout: str = "contiguous", amplitude: float = 1.0,
+                           seed: int = 0) -> MultiQueryCase:
+    """A case from explicit parameters (``multi_query_cases`` draws them; parity tests pass them)."""
+    np_dtype = numpy_dtype(dtype)
+    q = (amplitude * rng.standard_normal((1, h, L, d))).astype(np_dtype)
+    k = rng.standard_normal((1, kvh, n, d)).astype(np_dtype)
+    v = rng.standard_normal((1, kvh, n, d)).astype(np_dtype)
+    return MultiQueryCase(dtype=dtype, h=h, kvh=kvh, L=L, n=n, d=d, splits=splits, layout=layout,
+                          scale=d ** -0.5, q=q, k=k, v=v, k_mx=cache_view(k, dtype, layout, rng),
+                          v_mx=cache_view(v, dtype, layout, rng), seed=seed)
+
+
+@st.composite
+def multi_query_cases(draw, *, dtypes=DECODE_DTYPES, head_dims=MULTI_QUERY_HEAD_DIMS, layouts=CACHE_LAYOUTS,
+                      max_n: int = 600) -> MultiQueryCase:
+    """A whole multi-query case (module docstring)."""
+    dtype = draw(st.sampled_from(dtypes))
+    L = draw(st.integers(1, MAX_ROWS))
+    kvh = draw(st.integers(1, 2))
+    most = MAX_VECTORS // L  # REP with NQ <= 64
+    rep = draw(st.one_of(st.just(most), st.integers(1, most)))
+    d = draw(st.sampled_from(head_dims))
+    n = draw(_edge_length((BK, SPLIT_KEYS), L, max_n))
+    kind = draw(st.sampled_from(("default", "default", "forced", "one_key_each")))
+    splits = {"default": None, "forced": draw(st.integers(1, min(MAX_SPLITS, n))),
+              "one_key_each": min(MAX_SPLITS, n)}[kind]
+    seed = draw(st.integers(0, 2**32 - 1))
+    return build_multi_query_case(np.random.default_rng(seed), dtype=dtype, h=kvh * rep, kvh=kvh, L=L, n=n, d=d,
+                                  splits=splits, layout=draw(st.sampled_from(layouts)),
+                                  amplitude=draw(st.sampled_from((0.5, 1.0, 4.0))), seed=seed)
+
+
+def working_dtype(dtype: str) -> str:
+    """The precision multi-query computes in: its Q/K/V/P are half, so float32 inputs work in float16."""
+    return "float16" if dtype == "float32" else dtype
+
+
+def multi_query_oracles(case: MultiQueryCase) -> tuple[np.ndarray, np.ndarray]:
+    """(float64 causal oracle, naive causal attention in the working dtype on the inputs rounded to it)."""
+    ref = attention_ref(case.q, case.k, case.v, scale=case.scale, mask="causal")
+    work = numpy_dtype(working_dtype(case.dtype))
+    q, k, v = (x.astype(np.float32).astype(work) for x in (case.q, case.k, case.v))
+    base = attention_ref(q, k, v, scale=case.scale, mask="causal", upcast=False, reorder_ops=True)
+    return ref, base
+
+
+# --- thresholds shared by the properties and the parity gates -----------------------
+
+
+def decode_error_floor(ref: np.ndarray, dtype: str, q=None, k=None, v=None, *, scale: float = 1.0,
+                       mask=None) -> tuple[float, str]:
+    """The error-ratio gate's floor and its derivation, for a kernel working in ``dtype``.
+
+    One ``dtype`` ULP at max|ref| (the gate's default: the output format's
+    resolution). For float32 the kernel and the naive float32 baseline carry
+    the same kind of float32 noise, so their ratio alone is a coin toss; the
+    floor then adds ``attention_noise_floor`` (the first-order effect of one
+    float32 rounding of every score, from the oracle's probabilities), given
+    q, k, v.
+    """
+    ulp = metrics.rounding_noise_floor(ref, dtype)
+    if dtype != "float32" or q is None:
+        return ulp, f"one {dtype} ULP at max|ref| ({ulp:.3g}): the output format's resolution"
+    noise = attention_noise_floor(q, k, v, scale=scale, dtype="float32", mask=mask)
+    return ulp + noise, (f"one float32 ULP at max|ref| ({ulp:.3g}) + the float32 score-rounding noise floor "
+                         f"u * max sum_j p_j (S_j + |s_j - max|)(|v_j| + |out|) = {noise:.3g} "
+                         "(reference.attention.attention_noise_floor)")
+
+
+LM_VOCAB = 512
+LOGIT_SCALE = 8.0
+
+
+def lm_head(d: int) -> np.ndarray:
+    """A fixed random LM head W [d, 512], N(0, 8^2 / d): logits of unit-RMS rows have std 8."""
+    return np.random.default_rng(4321 + d).standard_normal((d, LM_VOCAB)) * LOGIT_SCALE / np.sqrt(d)
+
+
+def hoeffding_kl_limit(eps: float, w: np.ndarray) -> tuple[float, str]:
+    """KL limit for outputs within ``eps`` per element, through the LM head ``w``.
+
+    The logit error dz_j = sum_d e_d W_dj is at most eps * ||W_:,j||_1, and by
+    Hoeffding's lemma KL(p || p e^dz / Z) <= (max dz - min dz)^2 / 8 <=
+    (eps * max_j ||W_:,j||_1)^2 / 2.
+    """
+    w1 = float(np.max(np.abs(w).sum(axis=0)))
+    limit = (eps * w1) ** 2 / 2
+    return limit, (f"Hoeffding: KL <= (eps * max_j ||W_j||_1)^2 / 2 with ||W_j||_1 <= {w1:.4g} "
+                   f"(fixed LM head N(0, {LOGIT_SCALE:g}^2/D), {LM_VOCAB} logits)")

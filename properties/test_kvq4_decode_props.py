@@ -1,0 +1,168 @@
+"""Properties of kvq4 decode (``impl.kvq4_decode``), every available arm.
+
+Hypothesis draws whole cases (``properties.strategies.decode.kvq4_cases``):
+GQA 2/4/6/8 over 1-2 KV heads, blocks 64..512 (multiples of the 4 sub-chunks
+and not), cache lengths across block and sub-chunk edges (so the last block
+has empty sub-chunks whose -inf partials the combine must skip), bf16 / f16 /
+f32, and K/V planes that are views of a larger cache poisoned with NaN scales
+and random codes (slices along tokens and heads, transposed storage).
+
+* the output matches the float64 oracle on the K/V as the kernel dequantizes
+  them, under FlashAttention's error-ratio rule against the naive computation
+  in T on ``mx.dequantize``'s K/V (and so is finite: a stray read would be NaN);
+  a compiled arm whose threadgroup memory cannot hold the GQA factor refuses it;
+* the layout is invisible: the views and contiguous copies of the same planes
+  give the same bytes;
+* KV head k serves exactly query heads k*REP .. k*REP+REP-1: swapping the two
+  KV heads and their query head blocks swaps the output blocks, bit for bit;
+* bad input raises ValueError / TypeError naming the argument, before any launch.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from impl.kvq4_decode import (THREADGROUP_MEMORY, QuantizedKV, kvq4_decode, kvq4_decode_eligible, max_gqa_factor,
+                              threadgroup_bytes)
+from properties.strategies.decode import build_kvq4_case, decode_error_floor, kvq4_cases, kvq4_oracles
+
+# The gate fixture is a stateless recorder: sharing it across examples is intended.
+FIXTURES_OK = settings(suppress_health_check=[*settings.default.suppress_health_check,
+                                              HealthCheck.function_scoped_fixture])
+KERNEL = "kvq4_decode"
+
+
+def run(case, arm, *, q=None, keys=None, values=None, block=None):
+    return kvq4_decode(case.q_mx if q is None else q, case.keys if keys is None else keys,
+                       case.values if values is None else values, scale=case.scale,
+                       block=case.block if block is None else block, arm=arm)
+
+
+def fits(case, arm) -> bool:
+    return threadgroup_bytes(case.rep) <= THREADGROUP_MEMORY.get(arm, float("inf"))
+
+
+@FIXTURES_OK
+@given(case=kvq4_cases())
+def test_matches_float64_oracle(arm, gate, case):
+    if not fits(case, arm):
+        with pytest.raises(ValueError, match="threadgroup memory"):
+            run(case, arm)
+        return
+    out = run(case, arm)
+    assert out.shape == (1, case.h, 1, 256) and out.dtype == case.q_mx.dtype
+    ref, base = kvq4_oracles(case)
+    floor, why = decode_error_floor(ref, case.dtype, case.q, case.k32, case.v32, scale=case.scale)
+    gate.error_ratio(out, ref, base, floor=floor, why=f"FlashAttention's rule (factor 2, naive T baseline); {why}",
+                     kernel=KERNEL, case=case.id)
+
+
+def contiguous(planes: QuantizedKV) -> QuantizedKV:
+    return QuantizedKV(*(mx.contiguous(p) for p in planes[:3]))
+
+
+@FIXTURES_OK
+@given(case=kvq4_cases(gqa=(2, 4), layouts=("slice", "window", "heads", "transposed"), max_n=300))
+def test_layout_is_invisible(arm, gate, case):
+    copied = run(case, arm, keys=contiguous(case.keys), values=contiguous(case.values))
+    gate.bit_exact(run(case, arm), copied, what=f"{case.layout} views vs contiguous copies of the same planes",
+                   kernel=KERNEL, case=case.id)
+
+
+def swap_heads(planes: QuantizedKV) -> QuantizedKV:
+    return QuantizedKV(*(mx.concatenate([p[:, 1:2], p[:, 0:1]], axis=1) for p in planes[:3]))
+
+
+@FIXTURES_OK
+@given(case=kvq4_cases(gqa=(2, 6), max_n=300).filter(lambda c: c.kvh == 2))
+def test_kv_heads_serve_their_query_heads(arm, gate, case):
+    rep = case.rep
+    q = case.q_mx
+    swapped_q = mx.concatenate([q[:, rep:], q[:, :rep]], axis=1)
+    out = run(case, arm)
+    swapped = run(case, arm, q=swapped_q, keys=swap_heads(case.keys), values=swap_heads(case.values))
+    gate.bit_exact(swapped, mx.concatenate([out[:, rep:], out[:, :rep]], axis=1),
+                   what="KV heads swapped with their query head blocks", kernel=KERNEL, case=case.id)
+
+
+# --- eligibility and bad input -----------------------------------------------------
+
+
+def small_case(**overrides):
+    import numpy as np
+
+    params = dict(dtype="bfloat16", h=4, kvh=2, n=40, block=64)
+    return build_kvq4_case(np.random.default_rng(0), **(params | overrides))
+
+
+def test_threadgroup_memory_bounds_the_gqa_factor():
+    # osh + msh + lsh in float32: 4 * (4 * REP * 256 + 8 * REP) bytes
+    assert threadgroup_bytes(6) == 24768 and threadgroup_bytes(8) == 33024
+    assert max_gqa_factor("metal") == 6 and max_gqa_factor("cuda") == 10 and max_gqa_factor("graph") is None
+    case = small_case(h=24, kvh=2)  # GQA 12: beyond both devices, the graph arm has no such bound
+    assert run(case, "graph").shape == (1, 24, 1, 256)
+
+
+def test_eligibility_follows_the_seed():
+    case = small_case()
+    assert kvq4_decode_eligible(case.q_mx, case.keys, 64, 4)
+    assert not kvq4_decode_eligible(case.q_mx, case.keys, 32, 4)
+    assert not kvq4_decode_eligible(case.q_mx, case.keys, 64, 8)
+    assert not kvq4_decode_eligible(mx.zeros((1, 6, 1, 256)), case.keys, 64, 4)  # GQA 3
+    assert not kvq4_decode_eligible(mx.zeros((1, 4, 2, 256)), case.keys, 64, 4)  # L = 2
+    assert not kvq4_decode_eligible(mx.zeros((1, 4, 1, 128)), case.keys, 64, 4)  # D = 128
+    assert not kvq4_decode_eligible(case.q_mx, "keys", 64, 4)
+
+
+def replace(planes: QuantizedKV, **changes) -> QuantizedKV:
+    return planes._replace(**changes)
+
+
+BAD_INPUTS = {
+    "head_dim": (lambda c: dict(q=mx.zeros((1, 4, 1, 128), mx.bfloat16)), ValueError, "head dim D=128"),
+    "two_rows": (lambda c: dict(q=mx.zeros((1, 4, 2, 256), mx.bfloat16)), ValueError, "one query row"),
+    "batch": (lambda c: dict(q=mx.zeros((2, 4, 1, 256), mx.bfloat16)), ValueError, "one query row"),
+    "odd_gqa": (lambda c: dict(q=mx.zeros((1, 6, 1, 256), mx.bfloat16)), ValueError, "GQA factor 3 must be even"),
+    "heads": (lambda c: dict(q=mx.zeros((1, 5, 1, 256), mx.bfloat16)), ValueError, "not a multiple"),
+    "q_dtype": (lambda c: dict(q=c.q_mx.astype(mx.float16)), ValueError, "keys.scales has dtype"),
+    "q_int": (lambda c: dict(q=mx.zeros((1, 4, 1, 256), mx.int32)), ValueError, "q must be one of"),
+    "bits": (lambda c: dict(keys=replace(c.keys, bits=8)), ValueError, "keys.bits must be 4"),
+    "group": (lambda c: dict(values=replace(c.values, group_size=32)), ValueError, "values.group_size must be 64"),
+    "packed_width": (lambda c: dict(keys=replace(c.keys, packed=c.keys.packed[..., :16])), ValueError,
+                     r"keys.packed must have shape \[1, KVH, N, 32\]"),
+    "packed_dtype": (lambda c: dict(keys=replace(c.keys, packed=c.keys.packed.astype(mx.int32))), ValueError,
+                     "keys.packed must be uint32"),
+    "scales_groups": (lambda c: dict(values=replace(c.values, scales=c.values.scales[..., :2])), ValueError,
+                      "values.scales must have shape"),
+    "biases_dtype": (lambda c: dict(keys=replace(c.keys, biases=c.keys.biases.astype(mx.float32))), ValueError,
+                     "keys.biases has dtype"),
+    "length_mismatch": (lambda c: dict(values=QuantizedKV(*(p[:, :, :30] for p in c.values[:3]))), ValueError,
+                        "values have"),
+    "empty_cache": (lambda c: dict(keys=QuantizedKV(*(p[:, :, :0] for p in c.keys[:3])),
+                                   values=QuantizedKV(*(p[:, :, :0] for p in c.values[:3]))), ValueError, "N = 0"),
+    "planes_type": (lambda c: dict(keys=[c.keys.packed, c.keys.scales]), TypeError, "keys must be a QuantizedKV"),
+    "plane_type": (lambda c: dict(keys=replace(c.keys, scales=None)), TypeError, "keys.scales must be an mx.array"),
+    "block_zero": (lambda c: dict(block=0), ValueError, "block must be >= 1"),
+    "block_float": (lambda c: dict(block=64.0), TypeError, "block must be an int"),
+    "scale_nan": (lambda c: dict(scale=float("nan")), ValueError, "scale must be finite"),
+    "scale_str": (lambda c: dict(scale="0.1"), TypeError, "scale must be a real number"),
+    "arm": (lambda c: dict(arm="vulkan"), ValueError, "arm must be one of"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(BAD_INPUTS))
+def test_bad_input_raises_naming_the_argument(what):
+    case = small_case()
+    change, error, message = BAD_INPUTS[what]
+    args = dict(q=case.q_mx, keys=case.keys, values=case.values, scale=case.scale, block=case.block,
+                arm="graph") | change(case)
+    with pytest.raises(error, match=message):
+        kvq4_decode(args.pop("q"), args.pop("keys"), args.pop("values"), **args)
+
+
+def test_plain_tuples_are_accepted():
+    case = small_case()
+    out = kvq4_decode(case.q_mx, tuple(case.keys[:3]), list(case.values[:3]), scale=case.scale, arm="graph")
+    assert mx.array_equal(out, run(case, "graph")).item()
