@@ -11,3 +11,4 @@ from .kv import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .argmax import *  # noqa: F401,F403
 from .decode import *  # noqa: F401,F403
+from .paged import *  # noqa: F401,F403

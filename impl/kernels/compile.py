@@ -1,0 +1,158 @@
+"""Turn one kernel body into an ``mx.fast.metal_kernel`` or an ``mx.fast.cuda_kernel``.
+
+A ``KernelSpec`` is a kernel written once: its body in the Metal subset that
+``mx.fast.metal_kernel`` accepts, its input/output names and an optional header
+of helper functions declared ``METAL_FUNC``. A ``Launch`` is one call of it
+(inputs, template arguments, grid, threadgroup, outputs). ``Launch.run(arm)``
+compiles the spec for the arm and calls it:
+
+* ``metal``: ``mx.fast.metal_kernel(header=METAL_PRELUDE + header, source=body)``.
+* ``cuda``:  ``mx.fast.cuda_kernel(header=CUDA_PRELUDE + header, source=body)``,
+  where ``CUDA_PRELUDE`` (``metal_compat.cuh``) defines the Metal names the
+  bodies use. ``Launch.cuda_source()`` renders the translation unit MLX would
+  compile, for the nvcc test (``impl/kernels/test_cuda_compile.py``).
+
+Kernel names: MLX's CUDA backend caches compiled modules by kernel name alone
+(in memory and as PTX under ``$TMPDIR/mlx/<version>/ptx``), and names carry
+only the template arguments, not the input dtypes or the source. So the name
+given to MLX is ``<spec.name>_<digest>``, the digest covering the header, the
+body and the input dtypes: a bf16 call and an f16 call of one spec, or an
+edited body, can never pick up each other's compiled kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import mlx.core as mx
+
+__all__ = [
+    "CUDA_PRELUDE",
+    "COMPILED_ARMS",
+    "METAL_PRELUDE",
+    "KernelSpec",
+    "Launch",
+    "TemplateArg",
+    "compiled_kernel",
+    "full_header",
+]
+
+COMPILED_ARMS = ("metal", "cuda")
+
+CUDA_PRELUDE = "\n".join(Path(__file__).with_name(f).read_text() for f in ("metal_compat.cuh", "metal_simdgroup.cuh"))
+# metal_stdlib already defines METAL_FUNC (inline, always_inline); the guard
+# keeps one header valid for both compilers.
+METAL_PRELUDE = "#ifndef METAL_FUNC\n#define METAL_FUNC inline\n#endif\n"
+
+TemplateArg = int | bool | mx.Dtype
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel body and its signature names (the body is the product: written once)."""
+
+    name: str
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    source: str
+    header: str = ""
+    ensure_row_contiguous: bool = True
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"name must be a C identifier, got {self.name!r}")
+        names = self.input_names + self.output_names
+        if len(set(names)) != len(names) or not all(n.isidentifier() for n in names):
+            raise ValueError(f"input_names and output_names must be distinct identifiers, got {names}")
+        if not self.output_names:
+            raise ValueError("output_names must name at least one output")
+
+
+def full_header(spec: KernelSpec, arm: str) -> str:
+    """The ``header`` argument for ``arm``: prelude, then the spec's header behind an include guard.
+
+    The guard lets several kernels' translation units be concatenated (the
+    nvcc test batches them) without redefining a shared helper.
+    """
+    prelude = {"metal": METAL_PRELUDE, "cuda": CUDA_PRELUDE}.get(arm)
+    if prelude is None:
+        raise ValueError(f"arm must be one of {COMPILED_ARMS}, got {arm!r}")
+    if not spec.header.strip():
+        return prelude
+    guard = f"MLXGATE_HEADER_{_digest(spec.header)}"  # by content: kernels sharing a header share its guard
+    return f"{prelude}\n#ifndef {guard}\n#define {guard}\n{spec.header}\n#endif  // {guard}\n"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:10]
+
+
+def kernel_name(spec: KernelSpec, input_dtypes: tuple[mx.Dtype, ...]) -> str:
+    """The name handed to MLX: unique per header, body and input dtypes (module docstring)."""
+    return f"{spec.name}_{_digest(spec.header, spec.source, *map(str, input_dtypes))}"
+
+
+@lru_cache(maxsize=None)
+def compiled_kernel(spec: KernelSpec, arm: str, input_dtypes: tuple[mx.Dtype, ...]):
+    """The ``mx.fast`` kernel object for ``spec`` on ``arm`` (built once per input dtypes)."""
+    factory = {"metal": mx.fast.metal_kernel, "cuda": mx.fast.cuda_kernel}.get(arm)
+    if factory is None:
+        raise ValueError(f"arm must be one of {COMPILED_ARMS}, got {arm!r}")
+    return factory(name=kernel_name(spec, input_dtypes), input_names=list(spec.input_names),
+                   output_names=list(spec.output_names), source=spec.source, header=full_header(spec, arm),
+                   ensure_row_contiguous=spec.ensure_row_contiguous)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One call of a kernel: everything ``mx.fast.*_kernel(...)(**kwargs)`` takes.
+
+    Built by the kernel modules without launching anything, so the nvcc test can
+    render exactly the translation unit a real call compiles.
+    """
+
+    spec: KernelSpec
+    inputs: tuple[mx.array, ...]
+    template: tuple[tuple[str, TemplateArg], ...]
+    grid: tuple[int, int, int]
+    threadgroup: tuple[int, int, int]
+    output_shapes: tuple[tuple[int, ...], ...]
+    output_dtypes: tuple[mx.Dtype, ...]
+
+    def __post_init__(self):
+        if len(self.inputs) != len(self.spec.input_names):
+            raise ValueError(f"{self.spec.name}: {len(self.inputs)} inputs for names {self.spec.input_names}")
+        if not (len(self.output_shapes) == len(self.output_dtypes) == len(self.spec.output_names)):
+            raise ValueError(f"{self.spec.name}: outputs must match names {self.spec.output_names}")
+
+    @property
+    def input_dtypes(self) -> tuple[mx.Dtype, ...]:
+        return tuple(a.dtype for a in self.inputs)
+
+    @property
+    def name(self) -> str:
+        return kernel_name(self.spec, self.input_dtypes)
+
+    def run(self, arm: str) -> list[mx.array]:
+        kernel = compiled_kernel(self.spec, arm, self.input_dtypes)
+        return kernel(inputs=list(self.inputs), template=list(self.template), grid=self.grid,
+                      threadgroup=self.threadgroup, output_shapes=list(self.output_shapes),
+                      output_dtypes=list(self.output_dtypes))
+
+    @property
+    def cuda_function(self) -> str:
+        """The ``__global__`` function MLX generates: ``custom_kernel_<name><template hash>``."""
+        from .cuda_source import template_hash
+
+        return f"custom_kernel_{self.name}{template_hash(self.template)}"
+
+    def cuda_source(self) -> str:
+        """The translation unit ``mx.fast.cuda_kernel`` builds for this call (``cuda_source.py``)."""
+        from .cuda_source import cuda_translation_unit
+
+        return cuda_translation_unit(self.name, full_header(self.spec, "cuda"), self.spec.source,
+                                     [(n, a.dtype, a.ndim) for n, a in zip(self.spec.input_names, self.inputs)],
+                                     list(zip(self.spec.output_names, self.output_dtypes)), self.template)

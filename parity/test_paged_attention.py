@@ -1,0 +1,168 @@
+"""Parity gates of direct paged attention (``impl.paged_attention``), every available arm.
+
+Dense pools (bf16/f16/f32), kernel "paged_attention":
+
+* error ratio against the float64 oracle ``reference.attention.attention_ref``
+  (FlashAttention's rule: factor 2 against the naive computation in the input
+  dtype, ``attention_ref(upcast=False, reorder_ops=True)``, on the same K/V,
+  plus the floor of ``properties.strategies.paged.error_ratio_floor``);
+* KL through a fixed random LM head: logits = out @ W, KL(ref || kernel) per row.
+
+Quantized pools (affine KV4/KV8, groups 32/64/128), kernel "paged_attention_q{bits}":
+
+* error ratio against the float64 oracle on the K/V as the kernel dequantizes
+  them (``InT(scale * code + bias)``), so the gate checks the attention, not
+  the quantization;
+* error ratio with the seed's control as the baseline: gather + ``mx.dequantize``
+  + ``mx.fast.scaled_dot_product_attention`` must be no closer to the oracle
+  than half the kernel's distance (minus the floor).
+
+Through ``impl.kv`` (when present): ``PagedKVCache(direct=True).append_and_fetch``
+views take the direct kernel and stay immutable under later appends.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from impl.paged_attention import paged_attention, paged_attention_gather
+from properties import strategies as sts
+from reference import metrics
+
+DTYPES = ["bfloat16", "float16", "float32"]
+# (Hq, Hkv, Dk, Dv, block_size, length, n): MHA/GQA/MQA, odd head dims, lengths
+# one off block and partition edges, a long sequence (many partitions to merge).
+GEOMETRIES = [
+    (8, 8, 64, 64, 16, 63, 1),
+    (8, 8, 128, 128, 16, 65, 4),
+    (16, 2, 128, 128, 32, 600, 8),
+    (8, 1, 256, 256, 64, 129, 3),
+    (6, 2, 80, 80, 8, 97, 8),
+    (4, 4, 96, 64, 16, 256, 2),
+    (32, 4, 128, 128, 16, 1000, 1),
+]
+QUANTIZATIONS = [sts.PagedQuantization(4, 32), sts.PagedQuantization(4, 64), sts.PagedQuantization(8, 64),
+                 sts.PagedQuantization(8, 128)]
+QUANT_GEOMETRIES = [(8, 2, 128, 128, 16, 300, 4), (4, 1, 256, 256, 32, 130, 1)]
+
+LM_VOCAB = 512
+LOGIT_SCALE = 8.0
+UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24}
+
+
+def geometry_id(g) -> str:
+    hq, hkv, dk, dv, bs, length, n = g
+    return f"Hq{hq}-Hkv{hkv}-Dk{dk}-Dv{dv}-bs{bs}-len{length}-n{n}"
+
+
+def make_case(dtype, geometry, quant=None, seed=0):
+    hq, hkv, dk, dv, bs, length, n = geometry
+    return sts.build_paged_case(np.random.default_rng(seed), dtype=dtype, hq=hq, hkv=hkv, n=n, dk=dk, dv=dv,
+                            block_size=bs, length=length, quant=quant, spare_blocks=3, extra_table=1, seed=seed)
+
+
+def kernel_name(case) -> str:
+    return f"paged_attention_q{case.quant.bits}" if case.quant else "paged_attention"
+
+
+def direct(case, arm):
+    return paged_attention(case.q_mx, case.storage, case.table, case.length, scale=case.scale, arm=arm)
+
+
+def lm_head(dv: int) -> np.ndarray:
+    """A fixed random LM head W [Dv, V], N(0, LOGIT_SCALE^2 / Dv): logits of unit-RMS rows have std LOGIT_SCALE."""
+    return np.random.default_rng(1234 + dv).standard_normal((dv, LM_VOCAB)) * LOGIT_SCALE / np.sqrt(dv)
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=geometry_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dense_pool(arm, gate, dtype, geometry):
+    case = make_case(dtype, geometry)
+    out = direct(case, arm)
+    ref, base = sts.paged_oracles(case)
+    floor, why = sts.error_ratio_floor(case, ref)
+    gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel="paged_attention", case=case.id)
+
+    # KL through an LM head. With per-element output error |e_d| <= eps, the
+    # logit error dz_j = sum_d e_d W_dj is at most eps * ||W_:,j||_1, and by
+    # Hoeffding's lemma KL(p || p e^dz / Z) <= (max dz - min dz)^2 / 8
+    # <= (eps * max_j ||W_:,j||_1)^2 / 2.
+    w = lm_head(case.dv)
+    rows = case.hq * case.n
+    ref_logits = ref.reshape(rows, case.dv) @ w
+    out_logits = metrics.as_f64(out).reshape(rows, case.dv) @ w
+    u = UNIT_ROUNDOFF[dtype]
+    if dtype == "float32":
+        eps, source = floor, "the float32 noise floor of the error-ratio gate (one float32 rounding per score)"
+    else:
+        eps = 2 * u * float(np.max(np.abs(ref)))
+        source = (f"2 * u * max|ref| (u = {u:g}, {dtype}'s unit roundoff: the output's rounding, doubled "
+                  "to cover the float32 accumulation, which is 2^8 times finer or more)")
+    w1 = float(np.max(np.abs(w).sum(axis=0)))
+    limit = (eps * w1) ** 2 / 2
+    gate.kl(ref_logits, out_logits, limit=limit,
+            why=(f"Hoeffding: KL <= (eps * max_j ||W_j||_1)^2 / 2 with eps = {eps:.3g} per output element from "
+                 f"{source}, ||W_j||_1 <= {w1:.4g} for the fixed LM head N(0, {LOGIT_SCALE:g}^2/Dv) of "
+                 f"{LM_VOCAB} logits"),
+            kernel="paged_attention", case=case.id)
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", QUANT_GEOMETRIES, ids=geometry_id)
+@pytest.mark.parametrize("quant", QUANTIZATIONS, ids=lambda q: f"q{q.bits}g{q.group_size}")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_quantized_pool(arm, gate, dtype, quant, geometry):
+    case = make_case(dtype, geometry, quant)
+    out = direct(case, arm)
+    ref, base = sts.paged_oracles(case)  # on the K/V as the kernel dequantizes them
+    floor, why = sts.error_ratio_floor(case, ref)
+    kernel = kernel_name(case)
+    gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel=kernel, case=case.id)
+
+    control = paged_attention_gather(case.q_mx, case.storage, case.table, case.length, scale=case.scale,
+                                     mask="causal")
+    gate.error_ratio(out, ref, control, floor=floor,
+                     why=("FlashAttention's rule with the seed's control as the baseline: at most 2x as far from "
+                          "the float64 oracle as gather + mx.dequantize + mx.fast.scaled_dot_product_attention, "
+                          f"plus the floor {floor:.3g} ({why or 'one output ULP at max|ref|'})"),
+                     kernel=kernel, case=case.id)
+
+
+# --- through impl.kv --------------------------------------------------------
+
+def kv_cache(direct: bool, quant=None):
+    kv = pytest.importorskip("impl.kv", reason="impl.kv (PagedKVCache) is not in this checkout")
+    quantization = kv.Quantization(quant.bits, quant.group_size) if quant else None
+    return kv.PagedKVCache(64, 16, direct=direct, quantization=quantization)
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("quant", [None, sts.PagedQuantization(4, 64)], ids=lambda q: f"q{q.bits}" if q else "dense")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_views_from_the_kv_cache(arm, gate, dtype, quant):
+    """append_and_fetch(...).attend(q, scale, "causal") runs the direct kernel on the view, and a view
+    taken before later appends keeps returning the same bytes."""
+    import mlx.core as mx
+
+    rng = np.random.default_rng(5)
+    hq, hkv, d, n = 8, 2, 128, 4
+    mx_dtype = {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}[dtype]
+
+    def rows(tokens, heads):
+        return mx.array(rng.standard_normal((1, heads, tokens, d)).astype(np.float32)).astype(mx_dtype)
+
+    cache = kv_cache(True, quant)
+    cache.append(rows(37, hkv), rows(37, hkv))
+    view = cache.append_and_fetch(rows(n, hkv), rows(n, hkv))
+    q, scale = rows(n, hq), d ** -0.5
+    first = view.attend(q, scale, "causal", arm=arm)
+    expected = paged_attention(q, view, view.block_table, view.length, scale=scale, arm=arm)
+    gate.bit_exact(first, expected, what="view.attend is the direct kernel on the view",
+                   kernel="paged_attention" + (f"_q{quant.bits}" if quant else ""), case=f"{dtype}-kv")
+
+    for _ in range(3):  # appends that fill the tail block, allocate, and grow the pool
+        cache.append(rows(29, hkv), rows(29, hkv))
+    gate.bit_exact(view.attend(q, scale, "causal", arm=arm), first, what="the view after 87 more appended tokens",
+                   kernel="paged_attention" + (f"_q{quant.bits}" if quant else ""), case=f"{dtype}-kv-immutable")

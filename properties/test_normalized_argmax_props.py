@@ -1,0 +1,105 @@
+"""Properties of normalized argmax (``impl.normalized_argmax``), every available arm.
+
+Hypothesis draws ``[rows, V]`` batches (``properties.strategies.argmax``) with
+one plant per row: ties inside a 1024 tile, across tiles and at the 1023/1024
+boundary, ties made by rounding the normalized score, NaN / +inf / -inf
+entries, all-NaN and all -inf rows, huge magnitudes; V around the tile edges
+(1023, 1024, 1025, 2049) and 32000; bf16, f16, f32.
+
+* every row equals the contract's oracle ``normalized_argmax_ref`` computed
+  with the device's own logsumexp (bit-exact ids: ``gate.equal``);
+* on rows with no NaN normalized score it equals MLX's native
+  ``argmax(logits - logsumexp(logits))``;
+* rows are independent: leading axes and row order change nothing;
+* the output is uint32 with shape ``logits.shape[:-1]``.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from impl.normalized_argmax import normalized_argmax, normalized_argmax_native
+from properties import strategies as sts
+from reference.sampling import normalized_argmax_ref
+
+FIXTURES_OK = settings(suppress_health_check=[*settings.default.suppress_health_check,
+                                              HealthCheck.function_scoped_fixture])
+MX_DTYPES = {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}
+
+
+def to_mx(logits: np.ndarray, dtype: str) -> mx.array:
+    """NumPy logits in ``dtype`` (bfloat16 as ml_dtypes) as an mx.array of that dtype, values exact."""
+    return mx.array(logits.astype(np.float32)).astype(MX_DTYPES[dtype])
+
+
+def case_id(batch) -> str:
+    return f"{batch.dtype}-V{batch.vocab}-rows{len(batch.plants)}-" + "+".join(sorted(set(batch.plants)))
+
+
+@FIXTURES_OK
+@given(batch=sts.logits_batches())
+def test_matches_the_contract_oracle(arm, gate, batch):
+    logits = to_mx(batch.logits, batch.dtype)
+    out = normalized_argmax(logits, arm=arm)
+    assert out.dtype == mx.uint32 and out.shape == logits.shape[:-1]
+    lse = mx.logsumexp(logits, axis=-1, keepdims=True)
+    expected = normalized_argmax_ref(batch.logits, batch.dtype, lse=lse)
+    gate.equal(out, expected, what="normalized_argmax_ref with MLX's lse: lowest id on ties, NaN as -inf",
+               kernel="normalized_argmax", case=case_id(batch))
+
+
+@FIXTURES_OK
+@given(batch=sts.logits_batches())
+def test_matches_native_where_native_has_no_nan(arm, gate, batch):
+    logits = to_mx(batch.logits, batch.dtype)
+    scores = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+    clean = ~np.array(mx.any(mx.isnan(scores), axis=-1))
+    out, native = np.array(normalized_argmax(logits, arm=arm)), np.array(normalized_argmax_native(logits))
+    gate.equal(out[clean], native[clean],
+               what="native argmax(logits - logsumexp) on rows without a NaN score (native lets NaN win)",
+               kernel="normalized_argmax", case=case_id(batch))
+
+
+@FIXTURES_OK
+@given(batch=sts.logits_batches(vocab_sizes=(1023, 1025, 2049), max_rows=6), data=st.data())
+def test_rows_are_independent(arm, gate, batch, data):
+    logits = to_mx(batch.logits, batch.dtype)
+    rows = logits.shape[0]
+    order = data.draw(st.permutations(range(rows)), label="row order")
+    whole = np.array(normalized_argmax(logits, arm=arm))
+    shuffled = np.array(normalized_argmax(logits[mx.array(order)], arm=arm))
+    one_by_one = np.array([normalized_argmax(logits[i], arm=arm).item() for i in range(rows)])
+    gate.equal(shuffled, whole[order], what="rows permuted", kernel="normalized_argmax", case=case_id(batch))
+    gate.equal(one_by_one, whole, what="each row alone (a 1-D input)", kernel="normalized_argmax",
+               case=case_id(batch))
+    if rows % 2 == 0:
+        stacked = normalized_argmax(logits.reshape(2, rows // 2, -1), arm=arm)
+        assert stacked.shape == (2, rows // 2)
+        gate.equal(stacked, whole.reshape(2, rows // 2), what="leading axes [2, rows/2]",
+                   kernel="normalized_argmax", case=case_id(batch))
+
+
+# --- inputs outside the kernel's eligibility --------------------------------
+
+@pytest.mark.parametrize("dtype", [mx.int32, mx.uint8, mx.int64])
+def test_integer_logits_keep_the_native_ops(arm, gate, dtype):
+    logits = mx.array(np.random.default_rng(0).integers(0, 100, (3, 1500))).astype(dtype)
+    logits[1, 7] = 200  # the row's unique maximum
+    gate.equal(normalized_argmax(logits, arm=arm), normalized_argmax_native(logits),
+               what="integer input: argmax(logits - logsumexp(logits)) unchanged", kernel="normalized_argmax",
+               case=f"{dtype}")
+
+
+def test_empty_and_bad_inputs(arm):
+    with pytest.raises(ValueError, match="logsumexp"):  # native semantics: MLX refuses an empty reduction
+        normalized_argmax(mx.zeros((2, 0)), arm=arm)
+    with pytest.raises(ValueError, match="logits"):
+        normalized_argmax(mx.array(1.0), arm=arm)
+    with pytest.raises(TypeError, match="logits"):
+        normalized_argmax(np.zeros((2, 3), np.float32), arm=arm)
+    with pytest.raises(ValueError, match="arm"):
+        normalized_argmax(mx.zeros((2, 3)), arm="opencl")

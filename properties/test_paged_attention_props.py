@@ -1,0 +1,158 @@
+"""Properties of direct paged attention (``impl.paged_attention``), every available arm.
+
+Hypothesis draws whole cases (``properties.strategies.paged``): MHA/GQA/MQA,
+head dims 64..256, block sizes 8..64, lengths across block and 64-token
+partition edges, n = 1..8 query rows, permuted block tables, NaN in every slot
+the kernel must not read, bf16/f16/f32 pools and affine KV4/KV8.
+
+* the output matches the float64 oracle under FlashAttention's error-ratio
+  rule (and so is finite: a stray read of a poisoned slot would be NaN);
+* the physical layout is invisible: another permutation of the blocks gives
+  the same bytes;
+* what is stored past ``length`` is invisible: NaN or zeros there, same bytes;
+* (compiled arms) row i of an n-row call is bit-identical to a one-row call
+  over the first length - n + 1 + i tokens: the partitions are fixed 64-token
+  windows and an empty partition adds exact zeros in the merge;
+* bad input raises ValueError/TypeError naming the argument, before any launch.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from impl.paged_attention import DIRECT_MAX_QUERIES, paged_attention, paged_attention_gather
+from properties import strategies as sts
+
+# The gate fixture is a stateless recorder: sharing it across examples is intended.
+FIXTURES_OK = settings(suppress_health_check=[*settings.default.suppress_health_check,
+                                              HealthCheck.function_scoped_fixture])
+
+
+def kernel_name(case) -> str:
+    return f"paged_attention_q{case.quant.bits}" if case.quant else "paged_attention"
+
+
+def run(case, arm, *, storage=None, table=None, q=None, length=None):
+    return paged_attention(case.q_mx if q is None else q, case.storage if storage is None else storage,
+                           case.table if table is None else table, case.length if length is None else length,
+                           scale=case.scale, arm=arm)
+
+
+@FIXTURES_OK
+@given(case=sts.paged_cases(quantized=None))
+def test_matches_float64_oracle(arm, gate, case):
+    out = run(case, arm)
+    assert out.shape == (1, case.hq, case.n, case.dv) and out.dtype == case.q_mx.dtype
+    ref, base = sts.paged_oracles(case)
+    floor, why = sts.error_ratio_floor(case, ref)
+    gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel=kernel_name(case), case=case.id)
+
+
+@FIXTURES_OK
+@given(case=sts.paged_cases(quantized=None, max_length=96), data=st.data())
+def test_block_layout_is_invisible(arm, gate, case, data):
+    spare = data.draw(st.integers(0, 3), label="spare blocks")
+    num_blocks = len(case.table) + spare
+    needed = -(-case.length // case.block_size)
+    table = [int(b) for b in np.random.default_rng(case.seed + 7).permutation(num_blocks)[:needed]]
+    moved = run(case, arm, storage=case.relaid(table, num_blocks), table=table)
+    gate.bit_exact(moved, run(case, arm), what="same token rows at other physical blocks", kernel=kernel_name(case),
+                   case=case.id)
+
+
+@FIXTURES_OK
+@given(case=sts.paged_cases(quantized=None, max_length=96))
+def test_slots_past_length_are_never_read(arm, gate, case):
+    clean = run(case, arm, storage=case.relaid(case.table, poison=False))
+    gate.bit_exact(run(case, arm), clean, what="NaN vs zeros in every slot outside the live tokens",
+                   kernel=kernel_name(case), case=case.id)
+
+
+@pytest.mark.arms("metal", "cuda")
+@FIXTURES_OK
+@given(case=sts.paged_cases(quantized=None, max_length=160).filter(lambda c: c.n > 1))
+def test_rows_equal_single_row_calls(arm, gate, case):
+    out = run(case, arm)
+    for i in range(case.n):
+        single = run(case, arm, q=case.q_mx[:, :, i:i + 1], length=case.length - case.n + 1 + i)
+        gate.bit_exact(out[:, :, i:i + 1], single, what=f"row {i} of {case.n} vs a one-row call",
+                       kernel=kernel_name(case), case=case.id)
+
+
+# --- validation -------------------------------------------------------------
+
+def small_case(**overrides):
+    params = dict(dtype="bfloat16", hq=4, hkv=2, n=2, dk=64, dv=64, block_size=16, length=40)
+    params.update(overrides)
+    return sts.build_paged_case(np.random.default_rng(0), **params)
+
+
+def storage_with(case, **changes) -> sts.ArrayPagedStorage:
+    fields = {name: getattr(case.storage, name) for name in sts.ArrayPagedStorage.__dataclass_fields__}
+    return sts.ArrayPagedStorage(**(fields | changes))
+
+
+def test_n_above_eight_points_at_the_gather_control():
+    case = small_case(n=DIRECT_MAX_QUERIES + 1)
+    with pytest.raises(ValueError, match="paged_attention_gather"):
+        run(case, "graph")
+    out = paged_attention_gather(case.q_mx, case.storage, case.table, case.length, scale=case.scale, mask="causal")
+    assert out.shape == (1, case.hq, case.n, case.dv)
+
+
+BAD_INPUTS = {
+    "dtype": (lambda c: dict(q=c.q_mx.astype(mx.float16)), "storage.dtype"),
+    "heads": (lambda c: dict(q=mx.zeros((1, 3, 2, 64), mx.bfloat16)), "Hq=3"),
+    "table_short": (lambda c: dict(table=c.table[:2]), "block_table"),
+    "table_outside": (lambda c: dict(table=[c.num_blocks] + c.table[1:]), "block_table"),
+    "table_2d": (lambda c: dict(table=[c.table]), "block_table"),
+    "table_float": (lambda c: dict(table=[float(b) for b in c.table]), "block_table"),
+    "over_capacity": (lambda c: dict(length=c.num_blocks * c.block_size + 1), "capacity"),
+    "short_length": (lambda c: dict(length=1), "length=1"),
+    "zero_length": (lambda c: dict(length=0), "length"),
+    "scale_nan": (lambda c: dict(scale=float("nan")), "scale"),
+    "scale_inf": (lambda c: dict(scale=float("inf")), "scale"),
+    "q_rank": (lambda c: dict(q=c.q_mx[0]), "q must have shape"),
+    "q_batch": (lambda c: dict(q=mx.concatenate([c.q_mx, c.q_mx])), "q must have shape"),
+    "head_dim": (lambda c: dict(q=mx.zeros((1, 4, 2, 32), mx.bfloat16)), "head_dim"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(BAD_INPUTS))
+def test_bad_input_raises_naming_the_argument(what):
+    case = small_case()
+    change, message = BAD_INPUTS[what]
+    args = dict(q=case.q_mx, table=case.table, length=case.length, scale=case.scale) | change(case)
+    with pytest.raises(ValueError, match=message):
+        paged_attention(args["q"], case.storage, args["table"], args["length"], scale=args["scale"], arm="graph")
+
+
+def test_quantized_storage_is_validated():
+    case = small_case(quant=sts.PagedQuantization(4, 64))
+    with pytest.raises(ValueError, match="group_size=128 does not divide"):
+        paged_attention(case.q_mx, storage_with(case, quantization=sts.PagedQuantization(4, 128)), case.table,
+                        case.length, scale=case.scale, arm="graph")
+    with pytest.raises(ValueError, match="bits must be one of"):
+        paged_attention(case.q_mx, storage_with(case, quantization=sts.PagedQuantization(3, 64)), case.table,
+                        case.length, scale=case.scale, arm="graph")
+    with pytest.raises(TypeError, match="storage.key_scales"):
+        paged_attention(case.q_mx, storage_with(case, key_scales=None), case.table, case.length,
+                        scale=case.scale, arm="graph")
+    # a quantized pool compares q with storage.dtype (its keys are uint32)
+    with pytest.raises(ValueError, match="storage.dtype"):
+        paged_attention(case.q_mx.astype(mx.float32), case.storage, case.table, case.length, scale=case.scale,
+                        arm="graph")
+
+
+def test_scale_and_arm_types():
+    case = small_case()
+    with pytest.raises(TypeError, match="scale"):
+        paged_attention(case.q_mx, case.storage, case.table, case.length, scale="0.1", arm="graph")
+    with pytest.raises(TypeError, match="length"):
+        paged_attention(case.q_mx, case.storage, case.table, 40.0, scale=case.scale, arm="graph")
+    with pytest.raises(ValueError, match="arm"):
+        paged_attention(case.q_mx, case.storage, case.table, case.length, scale=case.scale, arm="vulkan")
