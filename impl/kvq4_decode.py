@@ -50,7 +50,9 @@ computation in MLX ops: same blocks, sub-chunks, float32 online softmax
 liberties only change float32 rounding: ``scale * code + bias`` is two ops
 (exactly the fma for float16/bfloat16 scales, whose product with a 4-bit code
 is exact in float32), ``o * factor + e * v`` likewise, and the score's
-8-term and 32-lane sums are MLX's matmul and sum.
+8-term and 32-lane sums are MLX's sums (of elementwise float32 products: a
+float32 matmul would run in TF32 on MLX's CUDA backend, see
+``parity/test_kvq4_decode.py::test_float32_matmul_precision``).
 
 Gates: ``parity/test_kvq4_decode.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref`` on the K/V as the kernel dequantizes
@@ -397,10 +399,11 @@ def _graph(qs: mx.array, keys: QuantizedKV, values: QuantizedKV, block: int) -> 
     k = _dequantize(keys, gathered)  # [KVH, T, 32, 8]
     v = _dequantize(values, gathered).reshape(kvh, blocks, SUB, steps, HEAD_DIM)
 
-    # Scores: each lane's 8-term dot product, then the sum over the 32 lanes (simd_sum).
-    q = qs.astype(mx.float32).reshape(kvh, rep, SIMD, 8).transpose(0, 2, 1, 3)  # [KVH, 32, REP, 8]
-    lanes = q @ k.transpose(0, 2, 3, 1)  # [KVH, 32, REP, T]
-    scores = lanes.sum(axis=1).reshape(kvh, rep, blocks, SUB, steps)
+    # Scores: each lane's 8-term dot product, then the sum over the 32 lanes (simd_sum). Elementwise
+    # products and sums, not a matmul: MLX's CUDA backend runs float32 matmuls in TF32 (10-bit mantissa).
+    q = qs.astype(mx.float32).reshape(kvh, rep, 1, SIMD, 8)
+    lanes = (q * k[:, None]).sum(axis=-1)  # [KVH, REP, T, 32]
+    scores = lanes.sum(axis=-1).reshape(kvh, rep, blocks, SUB, steps)
 
     # Online softmax per sub-chunk, one token position of every sub-chunk at a time.
     m = mx.full((kvh, rep, blocks, SUB), -mx.inf, dtype=mx.float32)

@@ -55,7 +55,8 @@ simdgroup matrices Metal's lane layout. ``graph`` is the same algorithm in MLX
 ops: the same splits and 32-key blocks, one block of every split per step,
 the same half roundings (Q * scale, K, V, P) and -inf handling, float32
 accumulation; its only liberty is the order of float32 additions inside the
-8x8 products (a matmul).
+8x8 products (a matmul: its operands are half values, exact in float32 and
+in the TF32 that MLX's CUDA backend uses for float32 matmuls).
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in

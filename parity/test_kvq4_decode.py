@@ -14,9 +14,15 @@ views of a larger cache):
   within its measured distance M, so the outputs differ by at most
   eps = B + M per element, and Hoeffding's lemma turns eps into a KL bound
   (``properties.strategies.decode.hoeffding_kl_limit``).
+
+And one MLX fact the graph arm is built around, recorded as a finding: the
+precision of a float32 matmul on the current device (MLX's CUDA backend runs
+float32 matmuls with TF32 tensor cores unless ``MLX_ENABLE_TF32=0``).
 """
 
 from __future__ import annotations
+
+import os
 
 import mlx.core as mx
 import numpy as np
@@ -78,3 +84,26 @@ def test_kvq4_decode(arm, gate, dtype, geometry):
             why=(f"{derivation}; eps = {eps:.3g}: the kernel's error-ratio bound {record['threshold']:.3g} plus "
                  f"MLX's measured distance to the oracle {control_error:.3g} (triangle inequality)"),
             kernel=KERNEL, case=case.id)
+
+
+def test_float32_matmul_precision(gate):
+    """float32 ``a @ b`` against float64, relative to sum_k |a_ik b_kj| (the scale a float32 sum can hold).
+
+    Full float32 accumulation of 256 terms stays below 256 * 2^-24 (~1.5e-5) of
+    that scale, and in practice near 2^-24; TF32 rounds each input to a 10-bit
+    mantissa first: up to 2 * 2^-11 per product. Above 2^-18 the matmul is
+    classed as reduced-precision (TF32-like). Either way it must stay within
+    TF32's worst case, 2^-10.
+    """
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((64, 256)).astype(np.float32), rng.standard_normal((256, 64)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    got = np.array(mx.array(a) @ mx.array(b))
+    relative = float(np.max(np.abs(got - exact) / scale))
+    gate.finding("float32 matmul precision on this device", {
+        "device": str(mx.default_device()), "mlx": mx.__version__, "max_error_over_sum_abs_products": relative,
+        "reduced_precision": relative > 2.0**-18, "MLX_ENABLE_TF32": os.environ.get("MLX_ENABLE_TF32"),
+        "consequence": "graph arms keep float32 matmuls to operands exact in TF32 (half values) or use "
+                       "elementwise products and sums"}, kernel="mx.matmul")
+    assert relative <= 2.0**-10, relative
