@@ -45,13 +45,17 @@ the splits are merged per output element, skipping -inf partials, and cast
 to T.
 
 Arms: ``metal`` / ``cuda`` compile the seed's bodies below. Port edits that
-keep the Metal semantics: the staging of 8 dims moved into a header template
-``stage8`` (the destination pointer's ``threadgroup`` address space is deduced,
-never spelled, so one source serves CUDA, where ``threadgroup`` means
-``__shared__``), which also reads the last-axis stride (the seed assumed 1,
-and its vector loads need alignment); ``0.0h`` is ``half(0.0f)`` (a half literal
-does not exist in CUDA). The CUDA prelude (``metal_simdgroup.cuh``) gives the
-simdgroup matrices Metal's lane layout. ``graph`` is the same algorithm in MLX
+keep the Metal semantics, so that one source serves CUDA (where
+``threadgroup`` means ``__shared__`` and ``device`` cannot be a macro): the
+staging of 8 dims moved into a header template ``stage8`` (the destination's
+``threadgroup`` pointer type is deduced, never spelled; the one device
+pointer type it must spell, for the vector loads, says ``DEVICE_MEM``, which
+the header defines as ``device`` and the CUDA prelude as nothing), which also
+reads the last-axis stride (the seed assumed 1) and takes the vector loads
+only when the strides allow them; ``const device T* qp`` is ``const auto qp``;
+``0.0h`` is ``half(0.0f)`` (a half literal does not exist in CUDA). The CUDA
+prelude (``metal_simdgroup.cuh``) gives the simdgroup matrices Metal's lane
+layout. ``graph`` is the same algorithm in MLX
 ops: the same splits and 32-key blocks, one block of every split per step,
 the same half roundings (Q * scale, K, V, P) and -inf handling, float32
 accumulation; its only liberty is the order of float32 additions inside the
