@@ -17,6 +17,7 @@ WORKERS ?= auto
 pytest_opts = $(if $(DEVICE),--device $(DEVICE)) $(if $(PROFILE),--hypothesis-profile $(PROFILE))
 
 .PHONY: gate test venv clean ci
+.PHONY: perf perf-baseline
 
 $(STAMP): pyproject.toml scripts/requirements.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +33,9 @@ venv: $(STAMP)
 # report); non-zero on failure. COMPARE=old/results.json adds the comparison
 # with an earlier run and fails when a gate newly fails or perf regressed (the
 # file is copied first, so COMPARE=$(OUT)/results.json compares with the last run).
+# After the tests, when perf/baselines/ holds this device key's baseline, its
+# benchmarks rerun serially and are judged against it (python -m perf.run --gate;
+# a regressed record fails the verdict); without one it says so and does nothing.
 COMPARE ?=
 gate: $(STAMP)
 	@compare="$(COMPARE)"; \
@@ -44,8 +48,9 @@ gate: $(STAMP)
 	$(PY) -m pytest meta_tests reference impl properties parity $(pytest_opts) -p reports.plugin \
 	  -n $(WORKERS) --junitxml=$(OUT)/junit.xml $(ARGS); \
 	status=$$?; \
+	$(PY) -m perf.run --gate $(if $(DEVICE),--device $(DEVICE)) --results $(OUT)/results.jsonl; perf_status=$$?; \
 	$(PY) -m reports.summary $(OUT) --pytest-status $$status $${compare:+--compare "$$compare"}; \
-	status=$$?; [ -z "$(COMPARE)" ] || rm -f "$$compare"; exit $$status
+	status=$$?; [ -z "$(COMPARE)" ] || rm -f "$$compare"; [ $$perf_status -le 1 ] || status=2; exit $$status
 
 # Every test in the repository (what CI runs).
 test: $(STAMP)
@@ -57,3 +62,17 @@ ci:
 
 clean:
 	rm -rf $(VENV) $(OUT) .hypothesis
+
+# Benchmarks (perf/): the device's suite serially (never under xdist), judged against
+# this device key's baseline when there is one; records and report in $(OUT)/perf/.
+# PERF_ARGS="--suite gpu --rounds 30 --torch" passes options to python -m perf.run.
+PERF_ARGS ?=
+perf: $(STAMP)
+	@mkdir -p $(OUT)/perf; \
+	$(PY) -m perf.run $(if $(DEVICE),--device $(DEVICE)) --results $(OUT)/perf/results.jsonl --fresh $(PERF_ARGS); \
+	status=$$?; $(PY) -m reports.summary $(OUT)/perf || [ $$status -ne 0 ] || status=1; exit $$status
+
+# Measure the suite and store it as this device key's baseline, atomically
+# (perf/baselines/<key>.json); PERF_ARGS="--from run.json" stores a recorded run instead.
+perf-baseline: $(STAMP)
+	$(PY) -m perf.baseline update $(if $(DEVICE),--device $(DEVICE)) $(PERF_ARGS)

@@ -1,0 +1,382 @@
+"""The benchmarks: this project's kernels and the controls they must beat, at one shape each.
+
+Every family builds a ``Group``: the cases of one shape, sharing inputs that are
+allocated and evaluated once, on first use, untimed (``Group.release`` frees
+them). Data: standard normal q, K, V (x 0.5) drawn with ``mx.random`` on the
+default device, bfloat16; values do not change the work these kernels do.
+
+Families (``benchmark`` names; kernel[arm] of each case):
+
+* ``paged_decode`` (one decode row over a paged bf16 pool, block 16, shuffled
+  table): ``paged_attention[arm]`` (the direct kernel), ``gather_sdpa[mlx]``
+  (the seed's control: gather the live blocks, then MLX's SDPA),
+  ``sdpa[mlx]`` (``mx.fast.scaled_dot_product_attention`` on contiguous K/V:
+  what a dense cache costs), and with torch on CUDA ``sdpa_*[torch]``
+  (``torch.nn.functional.scaled_dot_product_attention``, bf16, contiguous K/V,
+  ``enable_gqa``: default dispatch, flash and cuDNN backends).
+* ``paged_decode_q4`` / ``paged_decode_q8``: the same over an affine 4/8-bit
+  group-64 pool: ``paged_attention[arm]`` (dequantize on load) against
+  ``gather_dequantize_sdpa[mlx]``.
+* ``kvq4_decode`` (D 256, 4-bit group-64 contiguous cache): ``kvq4_decode[arm]``
+  against ``dequantize_sdpa[mlx]``; ``dense_decode`` holds ``sdpa[mlx]`` on the
+  same shape in bf16 (the seed's claim: 4-bit K/V is ~0.28x the bytes).
+* ``multi_query`` (L rows, causal, bottom-right): ``multi_query_causal[arm]``
+  against ``sdpa_causal[mlx]`` (MLX's SDPA with ``mask="causal"``) and
+  ``sdpa_rows[mlx]`` (L single-row SDPA calls, row i over its prefix, one eval).
+* ``normalized_argmax`` ([B, V] bf16 logits): ``normalized_argmax[arm]`` against
+  ``logsumexp_sub_argmax[mlx]`` (``argmax(logits - logsumexp(logits))``).
+
+Bytes (the problem's compulsory traffic, ``perf.harness``): decode, K and V of
+the N live tokens (bf16 rows, or packed codes + scales + biases), q, the
+output, the block table for paged pools; argmax, the logits and the ids.
+FLOPs: decode 4 * Hq * L * N * D (Q.K^T and P.V multiply-adds; the causal
+triangle of L rows is ignored, N >> L); argmax 5 per logit (logsumexp: max,
+subtract, exp, add; the normalized score: subtract).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+import numpy as np
+
+from impl.kv.quantization import Quantization
+from impl.kvq4_decode import QuantizedKV, kvq4_decode
+from impl.multi_query import multi_query_causal
+from impl.normalized_argmax import normalized_argmax, normalized_argmax_native
+from impl.paged_attention import paged_attention, paged_attention_gather
+from perf.harness import Case
+from perf.shapes import BLOCK_SIZE, DTYPE, QUANT_GROUP, ArgmaxShape, DecodeShape
+
+__all__ = ["Group", "PagedArrays", "argmax_group", "kvq4_group", "multi_query_group", "paged_group"]
+
+ITEMSIZE = 2  # bfloat16
+BF16 = mx.bfloat16
+
+
+class _Lazy:
+    """A value built on first call and kept until ``release``."""
+
+    def __init__(self, make: Callable[[], object]):
+        self._make, self._value = make, None
+
+    def __call__(self):
+        if self._value is None:
+            self._value = self._make()
+        return self._value
+
+    def release(self) -> None:
+        self._value = None
+
+
+@dataclass
+class Group:
+    """The cases of one benchmark family at one shape, sharing their inputs."""
+
+    cases: list[Case]
+    inputs: _Lazy = field(repr=False)
+
+    def release(self) -> None:
+        self.inputs.release()
+        mx.clear_cache()
+
+
+@dataclass
+class PagedArrays:
+    """A ``impl.paged_attention.PagedStorage`` of plain arrays."""
+
+    keys: mx.array
+    values: mx.array
+    block_size: int
+    head_dim: int
+    v_head_dim: int
+    dtype: mx.Dtype
+    quantization: Quantization | None = None
+    key_scales: mx.array | None = None
+    key_biases: mx.array | None = None
+    value_scales: mx.array | None = None
+    value_biases: mx.array | None = None
+
+
+def _normal(shape) -> mx.array:
+    return (0.5 * mx.random.normal(shape)).astype(BF16)
+
+
+def _check_shape(shape, kind) -> None:
+    if not isinstance(shape, kind):
+        raise TypeError(f"shape must be a {kind.__name__}, got {type(shape).__name__}")
+
+
+def _check_arms(arms: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(arms, str) or not all(isinstance(a, str) for a in arms):
+        raise TypeError(f"arms must be a sequence of arm names, got {arms!r}")
+    return tuple(arms)
+
+
+def _decode_bytes(s: DecodeShape, kv_row_bytes: int, table: bool) -> int:
+    """K and V of N tokens (``kv_row_bytes`` per token per KV head, each), q, out and the block table."""
+    kv = 2 * s.hkv * s.length * kv_row_bytes
+    q_out = 2 * s.hq * s.rows * s.head_dim * ITEMSIZE
+    return kv + q_out + (4 * (s.length // BLOCK_SIZE) if table else 0)
+
+
+def _decode_flops(s: DecodeShape) -> int:
+    return 4 * s.hq * s.rows * s.length * s.head_dim
+
+
+def _quantized_row_bytes(d: int, bits: int) -> int:
+    return d * bits // 8 + 2 * (d // QUANT_GROUP) * ITEMSIZE  # codes + a scale and a bias per group
+
+
+def _dense_qkv(s: DecodeShape):
+    q = _normal((1, s.hq, s.rows, s.head_dim))
+    k = _normal((1, s.hkv, s.length, s.head_dim))
+    v = _normal((1, s.hkv, s.length, s.head_dim))
+    return q, k, v
+
+
+def _pool(k: mx.array, v: mx.array, s: DecodeShape, seed: int, bits: int | None):
+    """Dense [1, Hkv, N, D] K/V scattered into a pool of 16-token blocks by a shuffled table."""
+    blocks = s.length // BLOCK_SIZE
+    table = np.random.default_rng(seed).permutation(blocks).astype(np.int32)  # logical i -> physical table[i]
+    where = mx.array(np.argsort(table).astype(np.int32))  # physical p holds logical where[p]
+
+    def to_pool(x):
+        logical = x[0].reshape(s.hkv, blocks, BLOCK_SIZE, s.head_dim).transpose(1, 0, 2, 3)
+        return mx.take(logical, where, axis=0)
+
+    pk, pv = to_pool(k), to_pool(v)
+    if bits is None:
+        storage = PagedArrays(pk, pv, BLOCK_SIZE, s.head_dim, s.head_dim, BF16)
+    else:
+        quant = Quantization(bits, QUANT_GROUP)
+        kq, ks, kb = quant.quantize(pk)
+        vq, vs, vb = quant.quantize(pv)
+        storage = PagedArrays(kq, vq, BLOCK_SIZE, s.head_dim, s.head_dim, BF16, quant, ks, kb, vs, vb)
+    return storage, table
+
+
+def paged_group(shape: DecodeShape, arms: Sequence[str], *, bits: int | None = None, dense: bool = True,
+                torch_backends: Sequence[str] = (), seed: int = 0) -> Group:
+    """``paged_decode`` (bits None) or ``paged_decode_q{bits}`` cases at ``shape`` (module docstring)."""
+    _check_shape(shape, DecodeShape)
+    arms = _check_arms(arms)
+    if bits not in (None, 4, 8):
+        raise ValueError(f"bits must be None, 4 or 8, got {bits!r}")
+    if shape.rows != 1 or shape.length % BLOCK_SIZE:
+        raise ValueError(f"shape must be one decode row over a whole number of {BLOCK_SIZE}-token blocks, got {shape}")
+    scale = 1.0 / math.sqrt(shape.head_dim)
+
+    def make():
+        mx.random.seed(seed)
+        q, k, v = _dense_qkv(shape)
+        storage, table = _pool(k, v, shape, seed, bits)
+        mx.eval(q, k, v, storage.keys, storage.values,
+                *(a for a in (storage.key_scales, storage.key_biases, storage.value_scales, storage.value_biases)
+                  if a is not None))
+        return {"q": q, "k": k, "v": v, "storage": storage, "table": table}
+
+    inputs = _Lazy(make)
+    name = "paged_decode" if bits is None else f"paged_decode_q{bits}"
+    row = shape.head_dim * ITEMSIZE if bits is None else _quantized_row_bytes(shape.head_dim, bits)
+    nbytes, flops = _decode_bytes(shape, row, table=True), _decode_flops(shape)
+    dims = tuple(shape)
+
+    def direct(arm):
+        def build():
+            x = inputs()
+            return (lambda: paged_attention(x["q"], x["storage"], x["table"], shape.length, scale=scale,
+                                                      arm=arm))
+        return build
+
+    def gather():
+        x = inputs()
+        return (lambda: paged_attention_gather(x["q"], x["storage"], x["table"], shape.length, scale=scale))
+
+    def sdpa():
+        x = inputs()
+        return (lambda: mx.fast.scaled_dot_product_attention(x["q"], x["k"], x["v"], scale=scale))
+
+    cases = [Case(name, "paged_attention", arm, dims, DTYPE, nbytes, flops, direct(arm)) for arm in arms]
+    control = "gather_sdpa" if bits is None else "gather_dequantize_sdpa"
+    cases.append(Case(name, control, "mlx", dims, DTYPE, nbytes, flops, gather))
+    if bits is None and dense:
+        cases.append(Case(name, "sdpa", "mlx", dims, DTYPE, nbytes, flops, sdpa,
+                          note="contiguous K/V: a dense cache, no table"))
+    if bits is None:
+        for backend in torch_backends:
+            cases.append(Case(name, f"sdpa_{backend}", "torch", dims, DTYPE, nbytes, flops,
+                              _torch_sdpa(shape, backend, seed), note="torch, contiguous K/V, enable_gqa",
+                              runtime="torch"))
+    return Group(cases, inputs)
+
+
+def _torch_sdpa(shape: DecodeShape, backend: str, seed: int):
+    """A build for torch's SDPA on CUDA, bf16, contiguous K/V (``backend``: default, flash, cudnn, efficient)."""
+
+    def build():
+        import torch
+        from torch.nn import functional as F
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("torch has no CUDA device here")
+        generator = torch.Generator(device="cuda").manual_seed(seed)
+
+        def normal(*dims):
+            return (0.5 * torch.randn(*dims, device="cuda", generator=generator)).to(torch.bfloat16)
+
+        q = normal(1, shape.hq, shape.rows, shape.head_dim)
+        k = normal(1, shape.hkv, shape.length, shape.head_dim)
+        v = normal(1, shape.hkv, shape.length, shape.head_dim)
+        scale = 1.0 / math.sqrt(shape.head_dim)
+        gqa = shape.hq != shape.hkv
+        if backend == "default":
+            context = None
+        else:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            chosen = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                      "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
+            context = chosen
+
+        def call():  # asynchronous: perf.harness synchronizes
+            if context is None:
+                return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=gqa)
+            with sdpa_kernel(context):
+                return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=gqa)
+
+        call()  # fails here (not in the timing) when the backend refuses the shape
+        torch.cuda.synchronize()
+        return call
+
+    return build
+
+
+def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Group:
+    """``kvq4_decode`` cases and the bf16 ``dense_decode`` SDPA at ``shape`` (D 256, one row)."""
+    _check_shape(shape, DecodeShape)
+    arms = _check_arms(arms)
+    if shape.rows != 1 or shape.head_dim != 256:
+        raise ValueError(f"shape must be one decode row with head_dim 256 (the kernel's contract), got {shape}")
+    scale = 1.0 / math.sqrt(shape.head_dim)
+
+    def make():
+        mx.random.seed(seed)
+        q, k, v = _dense_qkv(shape)
+        keys = QuantizedKV(*mx.quantize(k, group_size=64, bits=4))
+        values = QuantizedKV(*mx.quantize(v, group_size=64, bits=4))
+        mx.eval(q, k, v, *keys[:3], *values[:3])
+        return {"q": q, "k": k, "v": v, "keys": keys, "values": values}
+
+    inputs = _Lazy(make)
+    dims = tuple(shape)
+    nbytes = _decode_bytes(shape, _quantized_row_bytes(256, 4), table=False)
+    flops = _decode_flops(shape)
+
+    def kernel(arm):
+        def build():
+            x = inputs()
+            return (lambda: kvq4_decode(x["q"], x["keys"], x["values"], scale=scale, arm=arm))
+        return build
+
+    def dequantize_sdpa():
+        x = inputs()
+
+        def call():
+            k = mx.dequantize(*x["keys"][:3], group_size=64, bits=4)
+            v = mx.dequantize(*x["values"][:3], group_size=64, bits=4)
+            return mx.fast.scaled_dot_product_attention(x["q"], k, v, scale=scale)
+
+        return call
+
+    def sdpa():
+        x = inputs()
+        return (lambda: mx.fast.scaled_dot_product_attention(x["q"], x["k"], x["v"], scale=scale))
+
+    cases = [Case("kvq4_decode", "kvq4_decode", arm, dims, DTYPE, nbytes, flops, kernel(arm)) for arm in arms]
+    cases.append(Case("kvq4_decode", "dequantize_sdpa", "mlx", dims, DTYPE, nbytes, flops, dequantize_sdpa))
+    cases.append(Case("dense_decode", "sdpa", "mlx", dims, DTYPE, _decode_bytes(shape, 256 * ITEMSIZE, table=False),
+                      flops, sdpa, note="the bf16 cache kvq4 replaces"))
+    return Group(cases, inputs)
+
+
+def multi_query_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Group:
+    """``multi_query`` cases at ``shape`` (L = shape.rows query rows, the last L positions, causal)."""
+    _check_shape(shape, DecodeShape)
+    arms = _check_arms(arms)
+    if not 1 <= shape.rows <= 8:
+        raise ValueError(f"shape.rows must be in [1, 8] (the kernel's L), got {shape.rows}")
+    scale = 1.0 / math.sqrt(shape.head_dim)
+    L, n = shape.rows, shape.length
+
+    def make():
+        mx.random.seed(seed)
+        q, k, v = _dense_qkv(shape)
+        mx.eval(q, k, v)
+        return {"q": q, "k": k, "v": v}
+
+    inputs = _Lazy(make)
+    dims = tuple(shape)
+    nbytes, flops = _decode_bytes(shape, shape.head_dim * ITEMSIZE, table=False), _decode_flops(shape)
+
+    def kernel(arm):
+        def build():
+            x = inputs()
+            return (lambda: multi_query_causal(x["q"], x["k"], x["v"], scale=scale, arm=arm))
+        return build
+
+    def sdpa_causal():
+        x = inputs()
+        return (lambda: mx.fast.scaled_dot_product_attention(x["q"], x["k"], x["v"], scale=scale,
+                                                                       mask="causal"))
+
+    def sdpa_rows():
+        x = inputs()
+
+        def call():
+            return [mx.fast.scaled_dot_product_attention(x["q"][:, :, i:i + 1], x["k"][:, :, :n - L + i + 1],
+                                                         x["v"][:, :, :n - L + i + 1], scale=scale)
+                    for i in range(L)]
+
+        return call
+
+    cases = [Case("multi_query", "multi_query_causal", arm, dims, DTYPE, nbytes, flops, kernel(arm)) for arm in arms]
+    cases.append(Case("multi_query", "sdpa_causal", "mlx", dims, DTYPE, nbytes, flops, sdpa_causal))
+    cases.append(Case("multi_query", "sdpa_rows", "mlx", dims, DTYPE, nbytes, flops, sdpa_rows,
+                      note=f"{L} single-row calls, one eval"))
+    return Group(cases, inputs)
+
+
+def argmax_group(shape: ArgmaxShape, arms: Sequence[str], *, seed: int = 0) -> Group:
+    """``normalized_argmax`` cases at ``shape`` ([batch, vocab] bf16 logits)."""
+    _check_shape(shape, ArgmaxShape)
+    arms = _check_arms(arms)
+
+    def make():
+        mx.random.seed(seed)
+        logits = (4.0 * mx.random.normal((shape.batch, shape.vocab))).astype(BF16)
+        mx.eval(logits)
+        return {"logits": logits}
+
+    inputs = _Lazy(make)
+    dims = tuple(shape)
+    nbytes = shape.batch * shape.vocab * ITEMSIZE + 4 * shape.batch
+    flops = 5 * shape.batch * shape.vocab
+
+    def kernel(arm):
+        def build():
+            x = inputs()
+            return (lambda: normalized_argmax(x["logits"], arm=arm))
+        return build
+
+    def native():
+        x = inputs()
+        return (lambda: normalized_argmax_native(x["logits"]))
+
+    cases = [Case("normalized_argmax", "normalized_argmax", arm, dims, DTYPE, nbytes, flops, kernel(arm))
+             for arm in arms]
+    cases.append(Case("normalized_argmax", "logsumexp_sub_argmax", "mlx", dims, DTYPE, nbytes, flops, native))
+    return Group(cases, inputs)

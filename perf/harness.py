@@ -1,0 +1,189 @@
+"""Timing and records: what one benchmark is, how it is timed, the ``perf`` record it leaves.
+
+* ``Case``: one benchmark at one shape: ``benchmark`` (the family, e.g.
+  ``paged_decode``), ``kernel`` (what runs: ``paged_attention``,
+  ``gather_sdpa``, ``sdpa``...), ``arm`` (``graph`` / ``metal`` / ``cuda`` for
+  this project's kernels, ``mlx`` for MLX's own ops, ``torch``), ``shape``,
+  ``dtype``, the ``bytes`` the problem must move and its ``flops``, and
+  ``build``: allocates and evaluates the inputs (untimed) and returns the
+  launch: a call that builds the outputs (MLX: a lazy graph; torch: queued
+  kernels) without waiting for them.
+* ``batched(launch, runtime, batch)``: one timed round, ``batch`` launches then
+  one wait: ``mx.eval`` of all outputs (MLX is lazy: nothing runs before it, and
+  it returns when the device has finished) or ``torch.cuda.synchronize()``.
+* ``time_call(call, rounds, warmup)``: ``warmup`` untimed rounds (they absorb
+  JIT compilation: MLX compiles CUDA/Metal kernels on first use), then
+  ``rounds`` rounds each timed alone with ``time.perf_counter``: the samples
+  (divided by ``batch`` to give seconds per call).
+* ``perf_record``: the record of ``reports/SCHEMA.md`` (kind ``perf``).
+
+``bytes`` is the problem's compulsory traffic, the same for every kernel of a
+benchmark and shape (e.g. decode: K and V of the live tokens, q, the output,
+the block table): so GB/s compares kernels on one scale, and a kernel that
+moves more (a gather's copy) shows as lower GB/s, not as more bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Case", "Measurement", "batched", "perf_record", "summarize", "synchronizer", "time_call", "time_case"]
+
+
+@dataclass(frozen=True)
+class Case:
+    benchmark: str
+    kernel: str
+    arm: str
+    shape: tuple[int, ...]
+    dtype: str
+    bytes: int
+    flops: int
+    build: Callable[[], Callable[[], object]] = field(repr=False, compare=False)
+    note: str = ""
+    runtime: str = "mlx"  # how a launch's outputs are waited for: "mlx" (mx.eval) or "torch" (cuda sync)
+
+    @property
+    def id(self) -> str:
+        """Stable key of this case in baselines: ``benchmark/kernel[arm]/shape/dtype``."""
+        return f"{self.benchmark}/{self.kernel}[{self.arm}]/{'x'.join(map(str, self.shape))}/{self.dtype}"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    case: Case
+    samples_s: tuple[float, ...]
+
+    @property
+    def median_s(self) -> float:
+        return summarize(self.samples_s)[0]
+
+    @property
+    def iqr_s(self) -> float:
+        return summarize(self.samples_s)[1]
+
+    @property
+    def gbps(self) -> float:
+        return self.case.bytes / self.median_s / 1e9
+
+    def as_dict(self) -> dict:
+        """The case and its samples, as baselines store them (``perf/baseline.py``)."""
+        c = self.case
+        return {"benchmark": c.benchmark, "kernel": c.kernel, "arm": c.arm, "shape": list(c.shape), "dtype": c.dtype,
+                "bytes": c.bytes, "flops": c.flops, "median_s": self.median_s, "iqr_s": self.iqr_s,
+                "samples_s": list(self.samples_s)}
+
+
+def synchronizer(runtime: str) -> Callable[[list], None]:
+    """Waits for a list of launches' outputs: ``mx.eval`` (MLX is lazy; it returns when the device is
+    done) or ``torch.cuda.synchronize()``."""
+    if runtime == "mlx":
+        import mlx.core as mx
+
+        return lambda outs: mx.eval(outs)
+    if runtime == "torch":
+        import torch
+
+        return lambda outs: torch.cuda.synchronize()
+    raise ValueError(f"runtime must be 'mlx' or 'torch', got {runtime!r}")
+
+
+def batched(launch: Callable[[], object], runtime: str, batch: int, extra_s: float = 0.0) -> Callable[[], None]:
+    """One timed round: ``batch`` launches, then one wait for all their outputs.
+
+    ``batch`` > 1 is how a decoder runs: one decode step evaluates every
+    layer's attention in one graph, so the per-``eval`` overhead is shared.
+    ``extra_s``: a busy wait after the wait (the calibration's slowed variant).
+    """
+    _check_count("batch", batch, 1)
+    sync = synchronizer(runtime)
+
+    def run():
+        outs = [launch() for _ in range(batch)]
+        sync(outs)
+        if extra_s:
+            end = time.perf_counter() + extra_s
+            while time.perf_counter() < end:
+                pass
+
+    return run
+
+
+def time_case(case: Case, *, rounds: int, warmup: int, batch: int = 1) -> list[float]:
+    """Seconds per call of ``case``: each of ``rounds`` rounds times ``batch`` calls and one wait."""
+    call = batched(case.build(), case.runtime, batch)
+    return [t / batch for t in time_call(call, rounds=rounds, warmup=warmup)]
+
+
+def _check_count(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def time_call(call: Callable[[], object], *, rounds: int, warmup: int = 1) -> list[float]:
+    """Seconds of each of ``rounds`` calls, after ``warmup`` untimed ones (module docstring)."""
+    if not callable(call):
+        raise TypeError(f"call must be callable, got {type(call).__name__}")
+    _check_count("rounds", rounds, 1)
+    _check_count("warmup", warmup, 0)
+    for _ in range(warmup):
+        call()
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def summarize(samples: Sequence[float]) -> tuple[float, float]:
+    """(median, interquartile range) of timing samples, seconds."""
+    values = np.asarray(samples, dtype=np.float64)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"samples must be a non-empty 1-D sequence, got shape {values.shape}")
+    if not np.all(np.isfinite(values)) or np.any(values <= 0):
+        raise ValueError("samples must be positive, finite seconds")
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    return float(median), float(q3 - q1)
+
+
+def perf_record(measurement: Measurement, *, copy_gbps: float | None, device_key: str, verdict=None,
+                baseline_median_s: float | None = None) -> dict:
+    """The ``perf`` record (reports/SCHEMA.md) of one measurement.
+
+    ``verdict``: a ``perf.regression.Verdict`` against the stored baseline, or
+    None when this device has no baseline for the case (then ``p_value``,
+    ``effect`` and ``baseline_median_s`` are null and ``regressed`` false).
+    """
+    c = measurement.case
+    median, iqr = summarize(measurement.samples_s)
+    gbps = c.bytes / median / 1e9
+    record = {
+        "kind": "perf", "time": time.time(),
+        "benchmark": c.benchmark, "kernel": c.kernel, "arm": c.arm, "shape": list(c.shape), "dtype": c.dtype,
+        "case": c.id, "device_key": device_key,
+        "median_s": median, "iqr_s": iqr, "rounds": len(measurement.samples_s),
+        "bytes": c.bytes, "flops": c.flops, "gbps": gbps, "tflops": c.flops / median / 1e12,
+        "copy_gbps": copy_gbps,
+        "pct_copy_bw": 100.0 * gbps / copy_gbps if copy_gbps else None,
+        "baseline_median_s": baseline_median_s,
+        "p_value": None, "effect": None, "effect_kind": None, "regressed": False,
+        "alpha": None, "min_effect": None, "cliffs_delta": None, "gated": False, "gate_floor_s": None,
+    }
+    if verdict is not None:
+        record.update(p_value=verdict.p_value, effect=verdict.effect, effect_kind="median_slowdown",
+                      regressed=verdict.regressed, alpha=verdict.alpha, min_effect=verdict.min_effect,
+                      cliffs_delta=verdict.cliffs_delta, gated=verdict.gated, gate_floor_s=verdict.floor_s,
+                      baseline_median_s=verdict.baseline_median_s)
+    for key in ("median_s", "gbps"):
+        if not math.isfinite(record[key]):
+            raise ValueError(f"{key} of {c.id} is not finite")
+    return record

@@ -1,0 +1,88 @@
+"""Markdown tables of a run document (``perf.run --save``): the numbers of perf/RESULTS.md.
+
+    python -m perf.report RUN.json
+
+Per benchmark and shape, every kernel: median ms per call, GB/s (the problem's
+compulsory bytes / median), % of the copy bandwidth measured in the same run,
+and the time ratio to MLX's SDPA and to torch's SDPA (default dispatch) on the
+same shape (``x 2.0`` = twice their time; ``-`` = not measured on that shape).
+The MLX reference is ``sdpa[mlx]`` on contiguous bf16 K/V of the same heads, head
+dim and length (for ``multi_query``: ``sdpa_causal[mlx]`` with the same L rows;
+for ``normalized_argmax``: ``logsumexp_sub_argmax[mlx]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+__all__ = ["tables"]
+
+
+def _median(entry: dict) -> float:
+    return statistics.median(entry["samples_s"])
+
+
+def tables(document: dict) -> str:
+    entries = {**document["benchmarks"], **document.get("references", {})}
+    copy = document["copy_bandwidth"]["gbps"]
+    by_shape = defaultdict(list)
+    for case_id, e in entries.items():
+        by_shape[(e["benchmark"], tuple(e["shape"]))].append(e)
+
+    def reference(shape, kernel, arm, benchmark=None):
+        for e in entries.values():
+            if tuple(e["shape"]) == shape and e["kernel"] == kernel and e["arm"] == arm and (
+                    benchmark is None or e["benchmark"] == benchmark):
+                return _median(e)
+        return None
+
+    lines = []
+    order = ["paged_decode", "paged_decode_q4", "paged_decode_q8", "kvq4_decode", "dense_decode", "multi_query",
+             "normalized_argmax"]
+    for benchmark in order:
+        keys = sorted((k for k in by_shape if k[0] == benchmark), key=lambda k: k[1])
+        if not keys:
+            continue
+        lines += [f"#### {benchmark}", "",
+                  "| shape | kernel[arm] | ms | GB/s | % copy | x MLX ref | x torch SDPA |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for key in keys:
+            shape = key[1]
+            if benchmark == "multi_query":
+                mlx_ref = reference(shape, "sdpa_causal", "mlx")
+            elif benchmark == "normalized_argmax":
+                mlx_ref = reference(shape, "logsumexp_sub_argmax", "mlx")
+            else:
+                mlx_ref = reference(shape, "sdpa", "mlx")
+            torch_ref = reference(shape, "sdpa_default", "torch") if benchmark != "normalized_argmax" else None
+            for e in sorted(by_shape[key], key=_median):
+                t = _median(e)
+                gbps = e["bytes"] / t / 1e9
+                label = "x".join(map(str, shape))
+                ratio = (lambda ref: f"{t / ref:.2f}" if ref else "-")
+                lines.append(f"| {label} | {e['kernel']}[{e['arm']}] | {t * 1e3:.4g} | {gbps:,.0f} | "
+                             f"{100 * gbps / copy:.1f} | {ratio(mlx_ref)} | {ratio(torch_ref)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.report", description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="a run document written by python -m perf.run --save")
+    args = parser.parse_args(argv)
+    document = json.loads(args.run.read_text())
+    settings = document.get("settings", {})
+    print(f"device {document['device_key']}; copy bandwidth {document['copy_bandwidth']['gbps']:,.0f} GB/s; "
+          f"{settings.get('rounds')} rounds of {settings.get('batch', 1)} calls after {settings.get('warmup')} "
+          f"warm-up rounds; medians per call\n")
+    print(tables(document))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+"""Run a benchmark suite serially, compare it with this device's baseline, write perf records.
+
+    python -m perf.run [--suite auto|cpu|gpu|h200] [--rounds R] [--device cpu|gpu]
+                       [--results PATH [--fresh]] [--save RUN.json] [--calibration CAL.json] [--torch]
+    python -m perf.run --gate --results reports/out/results.jsonl
+
+* Suites (grids in ``perf/shapes.py``): ``cpu`` (few small shapes, the graph
+  arm; a smoke check), ``gpu`` (the full grid, compiled arms), ``h200`` (the
+  subset of ``perf/RESULTS.md``), ``auto`` (``gpu`` on a GPU, else ``cpu``).
+* Every case runs alone in this process, one after another (never under
+  pytest-xdist: concurrent work on the device would be measured too): build
+  (inputs allocated and evaluated, untimed), ``warmup`` untimed rounds (JIT
+  compilation), ``rounds`` timed rounds each ending in ``mx.eval``. The copy
+  bandwidth (``perf.bandwidth``) is measured first.
+* Against the baseline of this device key (``perf/baselines/<key>.json``), each
+  case it holds is judged by ``perf.regression.compare``; the perf record
+  (``reports/SCHEMA.md``) carries the verdict. ``--results`` appends the records
+  (``--fresh``: to a new file that starts with an environment record, so
+  ``python -m reports.summary DIR`` can render it). Exit status 1 when a case
+  regressed, 0 otherwise (2 for bad arguments).
+* ``--gate`` (``make gate``): when this device key has a baseline, rerun exactly
+  its cases (same suite, rounds and warm-up) and append their records to the
+  gate's results, where a ``regressed: true`` record fails the verdict; without a
+  baseline say so and do nothing.
+* ``--save RUN.json``: the run as a baseline document (``perf/baseline.py``;
+  torch cases excluded: they are references, not this project's code), written
+  again after every shape so an interrupted run keeps what it measured.
+  ``python -m perf.baseline update --from RUN.json`` stores it.
+* ``--calibration CAL.json``: after each shape, every case is timed again
+  (``a2``, an unchanged kernel: an A/A pair with the first pass ``a1``) and once
+  more slowed by 20% (``slowed``: each round's wait followed by a busy wait of
+  0.2 x a1's median x the calls per round). ``perf/tests/fixtures/`` holds such
+  a file; the gate's calibration tests replay it.
+* Rounds: ``SETTINGS`` per suite (rounds, warm-up rounds, calls per round);
+  a timed round is that many calls then one wait (``perf.harness.batched``),
+  and a sample is the round's time / calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mlx.core as mx
+
+from impl import arms as arm_registry
+from perf import shapes
+from perf.bandwidth import CopyBandwidth, copy_bandwidth
+from perf.baseline import SCHEMA, device_key, load_baseline
+from perf.cases import Group, argmax_group, kvq4_group, multi_query_group, paged_group
+from perf.harness import Measurement, batched, perf_record, time_call
+from perf.regression import ALPHA, MIN_EFFECT, compare
+from reports.recorder import append_record, reset
+
+__all__ = ["SETTINGS", "SUITES", "RunResult", "environment_record", "resolve_suite", "run_suite", "suite_groups"]
+
+SUITES = ("auto", "cpu", "gpu", "h200")
+# (rounds, warmup rounds, calls per round) per suite. The CPU's few rounds keep `make test`-sized
+# runs short; its calls take milliseconds, one per round. A GPU's kernels take micro- to
+# milliseconds: 20 rounds cost little and give the test its power, and a round is 8 calls and one
+# wait (a decode step evaluates many layers' attention in one graph), which also spreads MLX's
+# per-eval host overhead (launch, graph, allocation: 0.1-0.7 ms on the H200, varying) over them.
+SETTINGS = {"cpu": (7, 1, 1), "gpu": (20, 3, 8), "h200": (20, 3, 8)}
+SLOWDOWN = 0.20  # the calibration's deliberately slowed variant: +20% of a1's median
+TORCH_BACKENDS = ("default", "flash", "cudnn")
+
+
+def resolve_suite(suite: str) -> str:
+    """``suite``, with ``auto`` made ``gpu`` on a GPU device and ``cpu`` otherwise."""
+    if suite not in SUITES:
+        raise ValueError(f"suite must be one of {SUITES}, got {suite!r}")
+    if suite == "auto":
+        return "gpu" if arm_registry.current_device_name() == "gpu" else "cpu"
+    return suite
+
+
+def suite_groups(suite: str, *, torch: bool = False) -> Iterator[Group]:
+    """The groups of ``suite`` for the arms available here (compiled arms on a GPU, graph on the CPU)."""
+    suite = resolve_suite(suite)
+    available = arm_registry.available_arms()
+    compiled = [a for a in available if a != "graph"]
+    arms = compiled if compiled else ["graph"]  # graph on a GPU would time MLX's op graph, not the kernel
+    prefix = suite.upper()
+    torch_backends = TORCH_BACKENDS if torch else ()
+    for shape in getattr(shapes, f"{prefix}_PAGED"):
+        yield paged_group(shape, arms, torch_backends=torch_backends)
+    for shape in getattr(shapes, f"{prefix}_PAGED_QUANTIZED"):
+        for bits in (4, 8):
+            yield paged_group(shape, arms, bits=bits)
+    for shape in getattr(shapes, f"{prefix}_KVQ4"):
+        yield kvq4_group(shape, arms)
+    for shape in getattr(shapes, f"{prefix}_MULTI_QUERY"):
+        yield multi_query_group(shape, arms)
+    for shape in getattr(shapes, f"{prefix}_ARGMAX"):
+        yield argmax_group(shape, arms)
+
+
+@dataclass
+class RunResult:
+    suite: str
+    device_key: str
+    copy: CopyBandwidth
+    rounds: int
+    warmup: int
+    batch: int
+    measurements: list[Measurement] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # case id -> why it did not run
+    calibration: dict[str, dict] = field(default_factory=dict)
+    records: list[dict] = field(default_factory=list)
+
+    def document(self) -> dict:
+        """This run as a baseline document (``perf/baseline.py``); torch references left out."""
+        return {
+            "schema": SCHEMA,
+            "device_key": self.device_key,
+            "device": {k: v for k, v in mx.device_info(mx.default_device()).items()},
+            "environment": _environment_fields(),
+            "copy_bandwidth": self.copy.as_dict(),
+            "settings": {"suite": self.suite, "rounds": self.rounds, "warmup": self.warmup, "batch": self.batch},
+            "benchmarks": {m.case.id: m.as_dict() for m in self.measurements if m.case.arm != "torch"},
+            "references": {m.case.id: m.as_dict() for m in self.measurements if m.case.arm == "torch"},
+            "skipped": dict(self.skipped),
+        }
+
+    @property
+    def regressed(self) -> list[dict]:
+        return [r for r in self.records if r.get("regressed")]
+
+
+def _environment_fields() -> dict:
+    from reports.environment import git_state, package_version
+
+    return {"mlx": mx.__version__, "torch": package_version("torch"), "python": platform.python_version(),
+            "platform": platform.platform(), "git": git_state(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def environment_record(device: str) -> dict:
+    """An environment record (reports/SCHEMA.md) for a results file perf.run starts itself."""
+    import numpy
+    import scipy
+
+    from reports.environment import run_context
+
+    statuses = arm_registry.discover_arms(device)
+    return {"kind": "environment", "time": time.time(), "device": device, "mlx": mx.__version__,
+            "numpy": numpy.__version__, "scipy": scipy.__version__, "hypothesis": None,
+            "python": platform.python_version(), "platform": platform.platform(), "machine": platform.machine(),
+            "profile": None, "arms": {n: {"available": s.available, "reason": s.reason} for n, s in statuses.items()},
+            **run_context()}
+
+
+def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | None = None, batch: int | None = None,
+              device: str | None = None,
+              torch: bool = False, only: set[str] | None = None, baseline: dict | None | bool = True,
+              results: Path | None = None, save: Path | None = None, calibration: Path | None = None,
+              alpha: float = ALPHA, min_effect: float = MIN_EFFECT, copy: CopyBandwidth | None = None,
+              log=print) -> RunResult:
+    """Run ``suite`` (module docstring); ``baseline=True`` loads this device's, False/None compares with none,
+    a dict is used as the baseline. ``only``: run just these case ids. ``copy``: a copy bandwidth measured
+    earlier (default: measure it now)."""
+    if device is not None:
+        arm_registry.use_device(device)
+    resolved = resolve_suite(suite)
+    default_rounds, default_warmup, default_batch = SETTINGS[resolved]
+    rounds = default_rounds if rounds is None else rounds
+    warmup = default_warmup if warmup is None else warmup
+    batch = default_batch if batch is None else batch
+    key = device_key()
+    stored = load_baseline(key) if baseline is True else (baseline or None)
+    floor_s = float(((stored or {}).get("settings") or {}).get("gate_floor_s") or 0.0)
+    copy = copy or copy_bandwidth()
+    log(f"perf: device key {key}, suite {resolved}, {rounds} rounds of {batch} call(s) after {warmup} warm-up; "
+        f"copy bandwidth {copy.gbps:.1f} GB/s ({copy.method}); "
+        f"baseline: {'yes, %d cases' % len(stored['benchmarks']) if stored else 'none'}")
+    run = RunResult(resolved, key, copy, rounds, warmup, batch)
+
+    def timed(launch, runtime, extra_s=0.0):
+        rounds_s = time_call(batched(launch, runtime, batch, extra_s), rounds=rounds, warmup=warmup)
+        return [t / batch for t in rounds_s]
+
+    for group in suite_groups(resolved, torch=torch):
+        built = []
+        for case in group.cases:
+            if only is not None and case.id not in only:
+                continue
+            try:
+                call = case.build()
+                samples = timed(call, case.runtime)
+            except Exception as exc:  # a backend that refuses a shape is reported, not fatal
+                run.skipped[case.id] = f"{type(exc).__name__}: {exc}"[:300]
+                log(f"  skip {case.id}: {run.skipped[case.id]}")
+                continue
+            built.append((case, call))
+            measurement = Measurement(case, tuple(samples))
+            run.measurements.append(measurement)
+            entry = stored["benchmarks"].get(case.id) if stored else None
+            verdict = compare(samples, entry["samples_s"], alpha=alpha, min_effect=min_effect,
+                              floor_s=floor_s) if entry else None
+            record = perf_record(measurement, copy_gbps=copy.gbps, device_key=key, verdict=verdict)
+            run.records.append(record)
+            if results is not None:
+                append_record(record, results)
+            log(f"  {case.id}: {measurement.median_s * 1e3:.4g} ms (IQR {measurement.iqr_s * 1e3:.2g}), "
+                f"{measurement.gbps:.1f} GB/s = {record['pct_copy_bw']:.1f}% of copy"
+                + (f"; {verdict.describe()}" if verdict else ""))
+        if calibration is not None:
+            for case, call in built:
+                a1 = next(m for m in run.measurements if m.case.id == case.id)
+                a2 = timed(call, case.runtime)
+                slow = timed(call, case.runtime, extra_s=SLOWDOWN * a1.median_s * batch)
+                run.calibration[case.id] = {"a1": list(a1.samples_s), "a2": a2, "slowed": slow,
+                                            "slowdown": SLOWDOWN, "slow_by_s": SLOWDOWN * a1.median_s}
+            _write_json(calibration, {"device_key": key, "suite": resolved, "rounds": rounds, "warmup": warmup,
+                                      "batch": batch,
+                                      "method": f"a1, a2: the same call timed twice; slowed: call + busy wait of "
+                                                f"{SLOWDOWN} x median(a1)",
+                                      "cases": run.calibration})
+        del built
+        group.release()
+        if save is not None:
+            _write_json(save, run.document())
+    return run
+
+
+def _write_json(path: Path, document: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    os.replace(temp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=SUITES, default="auto")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument("--batch", type=int, default=None, help="calls per timed round")
+    parser.add_argument("--device", choices=arm_registry.DEVICES, default=None)
+    parser.add_argument("--results", type=Path, default=None, help="append perf records to this results.jsonl")
+    parser.add_argument("--fresh", action="store_true", help="start --results anew with an environment record")
+    parser.add_argument("--save", type=Path, default=None, help="write the run as a baseline document")
+    parser.add_argument("--calibration", type=Path, default=None, help="write A/A and slowed samples here")
+    parser.add_argument("--torch", action="store_true", help="also time torch's SDPA (CUDA) as a reference")
+    parser.add_argument("--no-baseline", action="store_true", help="do not compare with the stored baseline")
+    parser.add_argument("--gate", action="store_true", help="rerun the baseline's cases only; no baseline: no-op")
+    parser.add_argument("--alpha", type=float, default=ALPHA)
+    parser.add_argument("--min-effect", type=float, default=MIN_EFFECT)
+    args = parser.parse_args(argv)
+    if args.device is not None:
+        arm_registry.use_device(args.device)
+    suite, rounds, warmup, batch, only = args.suite, args.rounds, args.warmup, args.batch, None
+    if args.gate:
+        key = device_key()
+        stored = load_baseline(key)
+        if stored is None:
+            print(f"perf: no baseline for device key {key} (perf/baselines/{key}.json): regression gate not applied")
+            return 0
+        settings = stored.get("settings") or {}
+        suite = settings.get("suite", "auto")
+        rounds = rounds or settings.get("rounds")
+        warmup = warmup if warmup is not None else settings.get("warmup")
+        batch = batch or settings.get("batch", 1)
+        only = set(stored["benchmarks"])
+    if args.results is not None and args.fresh:
+        reset(args.results)
+        append_record(environment_record(arm_registry.current_device_name()), args.results)
+    try:
+        run = run_suite(suite, rounds=rounds, warmup=warmup, batch=batch, torch=args.torch, only=only,
+                        baseline=not args.no_baseline, results=args.results, save=args.save,
+                        calibration=args.calibration, alpha=args.alpha, min_effect=args.min_effect)
+    except (TypeError, ValueError) as exc:
+        print(f"perf.run: {exc}", file=sys.stderr)
+        return 2
+    if only is not None:
+        for missing in sorted(only - {m.case.id for m in run.measurements}):
+            print(f"perf: baseline case {missing} did not run here ({run.skipped.get(missing, 'not in the suite')})")
+    print(f"perf: {len(run.measurements)} benchmarks, {len(run.skipped)} skipped, {len(run.regressed)} regressed")
+    return 1 if run.regressed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Every benchmark of the device's suite as a pytest-benchmark test, each leaving a perf record.
+
+One test per case of ``perf.run.suite_groups(--perf-suite)`` (the CPU grid on
+the CPU, the GPU grid on a GPU): time it (``perf/conftest.py``'s ``bench``),
+append its perf record (``reports/SCHEMA.md``: median, IQR, bytes, FLOPs, GB/s,
+% of the copy bandwidth measured once per session) to the run's results, and,
+when the run is serial and this device key has a baseline holding the case,
+judge it with the regression gate (``perf/regression.py``) and fail on a
+regression. Under pytest-xdist (``make test``) the record is written without a
+verdict: a concurrent measurement is not evidence of a regression.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from perf.bandwidth import copy_bandwidth
+from perf.baseline import device_key, load_baseline
+from perf.harness import perf_record
+from perf.regression import compare
+from perf.run import suite_groups
+from reports.recorder import append_record
+
+_GROUPS: dict[str, list] = {}  # suite -> groups (built once per process; inputs are lazy)
+
+
+def _groups(suite: str):
+    if suite not in _GROUPS:
+        _GROUPS[suite] = list(suite_groups(suite))
+    return _GROUPS[suite]
+
+
+def pytest_generate_tests(metafunc):
+    if "case_id" in metafunc.fixturenames:
+        from perf.run import resolve_suite
+
+        suite = resolve_suite(metafunc.config.getoption("--perf-suite"))
+        ids = [case.id for group in _groups(suite) for case in group.cases]
+        metafunc.parametrize("case_id", ids, ids=ids)
+
+
+@pytest.fixture(scope="session")
+def copy_gbps() -> float:
+    return copy_bandwidth().gbps
+
+
+@pytest.fixture(scope="session")
+def stored_baseline():
+    return load_baseline(device_key())
+
+
+def test_bench(case_id, bench, perf_settings, serial, copy_gbps, stored_baseline):
+    groups = _groups(perf_settings["suite"])
+    group = next(g for g in groups if any(c.id == case_id for c in g.cases))
+    case = next(c for c in group.cases if c.id == case_id)
+    try:
+        measurement = bench(case)
+    finally:
+        if case is group.cases[-1]:  # the group's last case: free its inputs
+            group.release()
+    entry = (stored_baseline or {}).get("benchmarks", {}).get(case_id) if serial else None
+    floor_s = float(((stored_baseline or {}).get("settings") or {}).get("gate_floor_s") or 0.0)
+    verdict = compare(measurement.samples_s, entry["samples_s"], floor_s=floor_s) if entry else None
+    record = perf_record(measurement, copy_gbps=copy_gbps, device_key=device_key(), verdict=verdict)
+    append_record(record)
+    assert record["median_s"] > 0 and record["gbps"] > 0, f"{case_id}: {record}"
+    if verdict is not None and verdict.regressed:
+        pytest.fail(f"{case_id} regressed against perf/baselines/{device_key()}.json: {verdict.describe()}")

@@ -1,0 +1,169 @@
+"""The timing harness, the cases' accounting, the copy bandwidth, perf records and the gate's plumbing."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import mlx.core as mx
+import pytest
+
+from perf import baseline as store
+from perf import run as perf_run
+from perf.bandwidth import CopyBandwidth, copy_bandwidth
+from perf.cases import argmax_group, kvq4_group, multi_query_group, paged_group
+from perf.harness import Case, Measurement, batched, perf_record, summarize, time_call
+from perf.regression import compare
+from perf.shapes import CPU_ARGMAX, ArgmaxShape, DecodeShape
+from reports.recorder import read_records
+from reports.results import build_results
+
+SCHEMA_PERF_FIELDS = ("benchmark", "kernel", "arm", "shape", "median_s", "iqr_s", "bytes", "flops", "gbps",
+                      "pct_copy_bw", "baseline_median_s", "p_value", "effect", "regressed")
+COPY = CopyBandwidth(gbps=10.0, nbytes=1 << 20, median_s=2e-4, samples_s=(2e-4,) * 3)
+
+
+def test_time_call_warms_up_then_times_each_round():
+    calls = []
+    samples = time_call(lambda: calls.append(time.sleep(1e-3)), rounds=4, warmup=2)
+    assert len(calls) == 6 and len(samples) == 4
+    assert all(1e-3 <= s < 1.0 for s in samples)
+
+
+@pytest.mark.parametrize("kwargs, error", [({"rounds": 0}, ValueError), ({"rounds": 2.0}, TypeError),
+                                           ({"rounds": 2, "warmup": -1}, ValueError)])
+def test_time_call_bad_input(kwargs, error):
+    with pytest.raises(error, match="rounds|warmup"):
+        time_call(lambda: None, **kwargs)
+    with pytest.raises(TypeError, match="call"):
+        time_call(None, rounds=1)
+
+
+def test_summarize():
+    assert summarize([1.0, 2.0, 3.0, 4.0, 5.0]) == (3.0, 2.0)
+    with pytest.raises(ValueError, match="samples"):
+        summarize([])
+    with pytest.raises(ValueError, match="positive"):
+        summarize([1.0, 0.0])
+
+
+def test_batched_launches_then_waits_once():
+    launched = []
+    x = mx.ones((4,))
+    call = batched(lambda: launched.append(1) or x + 1, "mlx", 3)
+    call()
+    assert launched == [1, 1, 1]
+    start = time.perf_counter()
+    batched(lambda: x + 1, "mlx", 1, extra_s=0.02)()
+    assert time.perf_counter() - start >= 0.02  # the calibration's slowed variant waits after the sync
+    with pytest.raises(ValueError, match="runtime"):
+        batched(lambda: x, "jax", 1)
+    with pytest.raises(ValueError, match="batch"):
+        batched(lambda: x, "mlx", 0)
+
+
+def test_decode_bytes_and_flops_are_the_compulsory_traffic():
+    s = DecodeShape(32, 8, 1, 128, 1024)
+    group = paged_group(s, ["graph"])
+    kv = 2 * 8 * 1024 * 128 * 2  # K and V, bf16
+    q_out = 2 * 32 * 128 * 2
+    table = 4 * 1024 // 16
+    assert {c.bytes for c in group.cases} == {kv + q_out + table}, "one scale for every kernel of a benchmark"
+    assert {c.flops for c in group.cases} == {4 * 32 * 1024 * 128}
+    q4 = paged_group(s, ["graph"], bits=4)
+    row = 128 // 2 + 2 * (128 // 64) * 2  # codes + a bf16 scale and bias per 64-group
+    assert q4.cases[0].bytes == 2 * 8 * 1024 * row + q_out + table
+    assert {c.kernel for c in q4.cases} == {"paged_attention", "gather_dequantize_sdpa"}
+    argmax = argmax_group(ArgmaxShape(8, 32000), ["graph"])
+    assert argmax.cases[0].bytes == 8 * 32000 * 2 + 8 * 4 and argmax.cases[0].flops == 5 * 8 * 32000
+
+
+def test_case_ids_are_unique_across_a_suite():
+    ids = [c.id for g in perf_run.suite_groups("h200", torch=True) for c in g.cases]
+    assert len(ids) == len(set(ids)) and len(ids) >= 60
+    cpu = [c.id for g in perf_run.suite_groups("cpu") for c in g.cases]
+    assert all("[graph]" in i or "[mlx]" in i for i in cpu)
+
+
+@pytest.mark.parametrize("make, error", [
+    (lambda: paged_group(DecodeShape(8, 1, 1, 128, 1000), ["graph"]), "whole number"),
+    (lambda: paged_group(DecodeShape(8, 1, 1, 128, 1024), ["graph"], bits=3), "bits"),
+    (lambda: kvq4_group(DecodeShape(8, 2, 1, 128, 1024), ["graph"]), "head_dim 256"),
+    (lambda: multi_query_group(DecodeShape(8, 2, 9, 128, 1024), ["graph"]), "rows"),
+    (lambda: argmax_group(DecodeShape(8, 2, 1, 128, 1024), ["graph"]), "ArgmaxShape"),
+    (lambda: argmax_group(ArgmaxShape(1, 10), "graph"), "arms"),
+], ids=["blocks", "bits", "kvq4-dim", "rows", "shape-type", "arms-str"])
+def test_bad_groups_name_the_argument(make, error):
+    with pytest.raises((TypeError, ValueError), match=error):
+        make()
+
+
+def test_torch_reference_is_skipped_with_a_reason_without_cuda():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("torch has CUDA here: the reference runs instead of being skipped")
+    group = paged_group(DecodeShape(8, 1, 1, 64, 64), ["graph"], torch_backends=("default",))
+    torch_case = next(c for c in group.cases if c.arm == "torch")
+    with pytest.raises(RuntimeError, match="no CUDA"):
+        torch_case.build()
+
+
+def test_copy_bandwidth_counts_read_and_write():
+    bw = copy_bandwidth(1 << 20, rounds=3, warmup=1)
+    assert bw.gbps == pytest.approx(2 * (1 << 20) / bw.median_s / 1e9)
+    assert len(bw.samples_s) == 3 and "read + write" in bw.method
+    with pytest.raises(ValueError, match="nbytes"):
+        copy_bandwidth(1000)
+
+
+def test_perf_record_follows_the_schema():
+    case = Case("b", "k", "graph", (1, 2), "bfloat16", bytes=10**6, flops=10**6, build=lambda: None)
+    m = Measurement(case, (1e-3, 1.1e-3, 0.9e-3, 1e-3, 1.2e-3))
+    plain = perf_record(m, copy_gbps=COPY.gbps, device_key="cpu-X")
+    assert all(f in plain for f in SCHEMA_PERF_FIELDS)
+    assert plain["kind"] == "perf" and plain["gbps"] == pytest.approx(1.0) and plain["pct_copy_bw"] == pytest.approx(10)
+    assert plain["regressed"] is False and plain["p_value"] is None and plain["baseline_median_s"] is None
+    verdict = compare(m.samples_s, [s / 2 for s in m.samples_s])
+    judged = perf_record(m, copy_gbps=COPY.gbps, device_key="cpu-X", verdict=verdict)
+    assert judged["regressed"] is True and judged["effect_kind"] == "median_slowdown"
+    assert judged["effect"] == pytest.approx(1.0) and judged["baseline_median_s"] == pytest.approx(5e-4)
+    # the report's verdict: a regressed benchmark fails the run (reports/results.py)
+    assert build_results([plain])["verdict"] == "PASS"
+    assert build_results([plain, judged])["verdict"] == "FAIL"
+
+
+def _one_case_baseline(case_id: str, median: float) -> dict:
+    group = next(g for g in perf_run.suite_groups("cpu") if any(c.id == case_id for c in g.cases))
+    case = next(c for c in group.cases if c.id == case_id)
+    return {"schema": store.SCHEMA, "device_key": store.device_key(), "copy_bandwidth": COPY.as_dict(),
+            "settings": {"suite": "cpu", "rounds": 5, "warmup": 1, "batch": 1},
+            "benchmarks": {case_id: Measurement(case, (median,) * 5).as_dict()}}
+
+
+def test_gate_flags_a_case_slower_than_its_baseline(tmp_path, monkeypatch, capsys):
+    case_id = f"normalized_argmax/normalized_argmax[graph]/{'x'.join(map(str, CPU_ARGMAX[1]))}/bfloat16"
+    monkeypatch.setattr(store, "BASELINE_DIR", tmp_path / "baselines")
+    monkeypatch.setattr(perf_run, "copy_bandwidth", lambda: COPY)
+    results = tmp_path / "out" / "results.jsonl"
+    assert perf_run.main(["--gate", "--results", str(results), "--fresh"]) == 0  # no baseline: no-op
+    assert "regression gate not applied" in capsys.readouterr().out
+    store.write_baseline(_one_case_baseline(case_id, 1e-7))  # 100 ns: anything real is far slower
+    assert perf_run.main(["--gate", "--results", str(results), "--fresh"]) == 1
+    records = list(read_records(results))
+    assert [r["kind"] for r in records] == ["environment", "perf"]
+    perf = records[1]
+    assert perf["case"] == case_id and perf["regressed"] is True and perf["p_value"] < 0.01
+    assert build_results(records)["verdict"] == "FAIL"
+
+
+def test_save_writes_a_baseline_document(tmp_path, monkeypatch):
+    case_id = f"normalized_argmax/logsumexp_sub_argmax[mlx]/{'x'.join(map(str, CPU_ARGMAX[1]))}/bfloat16"
+    run = perf_run.run_suite("cpu", rounds=5, warmup=1, only={case_id}, baseline=False, copy=COPY,
+                             save=tmp_path / "run.json", calibration=tmp_path / "cal.json", log=lambda *_: None)
+    document = json.loads((tmp_path / "run.json").read_text())
+    assert store.validate_baseline(document) and list(document["benchmarks"]) == [case_id]
+    assert document["settings"] == {"suite": "cpu", "rounds": 5, "warmup": 1, "batch": 1}
+    calibration = json.loads((tmp_path / "cal.json").read_text())["cases"][case_id]
+    assert len(calibration["a1"]) == len(calibration["a2"]) == len(calibration["slowed"]) == 5
+    assert run.records[0]["regressed"] is False
