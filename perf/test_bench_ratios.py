@@ -15,21 +15,25 @@ of medians.
 Bounds (graph arm / control, CPU), each from the bytes the graph arm's
 intermediates move relative to the control's:
 
-* paged decode, graph vs gather + SDPA: <= 32x. The graph arm's lane sums write
-  and re-read float32 products [Hkv, G, T, 32] for each 32-dim slice: ~2 x 4 x G
-  bytes per K element (G = Hq/Hkv query heads per KV head: 4 here) against
-  ~3 x 2 bytes for gather (read + write) + SDPA (read), i.e. ~11x, times ~3 for
-  the CPU's noise under two workers. Measured here (2-core EPYC, serial): 0.8x
-  at 32/8/D128/N1k, 2.0x at 16/8/D256/N4k.
-* kvq4 decode, graph vs dequantize + SDPA: <= 16x: both dequantize K/V to
-  float32-sized rows; the graph adds one [KVH, T, 32, 8] float32 pass per plane
-  and the score / value products (~4x), times ~3 for noise. Measured 1.2x.
+* paged decode, graph vs gather + SDPA: <= 32x. Per K/V element pair the
+  graph arm writes and re-reads G float32 products for K's lane sums and G for
+  V's weighted sum (~16 x G bytes; G = Hq/Hkv = 4 here: ~64 bytes), against
+  ~12 bytes for gather + SDPA (2 bytes read, written, read again, for K and V):
+  ~5x; times ~3 for the load of other processes (CPU medians were seen to
+  shift up to 2x under load, perf/runs/2026-11-29-cpu), times 2 of slack.
+  Measured here (2-core EPYC, serial): 0.8x at 32/8/D128/N1k, 2.0x at
+  16/8/D256/N4k.
+* kvq4 decode, graph vs dequantize + SDPA: <= 16x: both dequantize K/V into
+  full rows; the graph adds one [KVH, T, 32, 8] float32 pass per plane and the
+  float32 score / value products (~4x the control's traffic), times ~3 for
+  load. Measured 1.2x.
 * multi-query, graph vs MLX SDPA (causal): <= 32x: the graph's P.V and Q.K
-  products at half precision per 32-key block (~8x the control's traffic at
-  L = 4), times ~3. Measured 1.7x.
-* normalized argmax, graph vs logsumexp + sub + argmax: <= 4x: both read the
+  products per 32-key block at half precision, held in float32 (~8x the
+  control's traffic at L = 4), times ~3 for load. Measured 1.7x.
+* normalized argmax, graph vs logsumexp + sub + argmax: <= 6x: both read the
   logits about three times (lse, subtract, argmax); the graph adds a tile
-  reduction over the same scores (~1.5x), times ~3. Measured 0.9x.
+  reduction over the same scores and a pad (~1.5x), times ~3 for load, rounded
+  up. Measured 0.9x.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ RATIO_CASES = [
     ("multi-query-32x8-L4-D128-N1k", lambda arms: multi_query_group(shapes.CPU_MULTI_QUERY[0], arms),
      "multi_query_causal", "sdpa_causal", 32.0),
     ("argmax-1x151936", lambda arms: argmax_group(shapes.CPU_ARGMAX[0], arms), "normalized_argmax",
-     "logsumexp_sub_argmax", 4.0),
+     "logsumexp_sub_argmax", 6.0),
 ]
 
 
@@ -70,7 +74,7 @@ def _interleaved(a, b, rounds: int, warmup: int) -> tuple[list[float], list[floa
 
 
 @pytest.mark.parametrize("name, make, kernel, control, bound", RATIO_CASES, ids=[c[0] for c in RATIO_CASES])
-def test_kernel_not_absurdly_slower_than_its_control(name, make, kernel, control, bound, arm, make_gate):
+def test_kernel_not_absurdly_slower_than_its_control(name, make, kernel, control, bound, arm):
     if arm != "graph":
         pytest.skip(f"arm {arm}: the ratio smoke check is the CPU's (graph arm); a GPU's arms are measured by "
                     "perf/test_bench_suite.py and perf.run against their baseline")
