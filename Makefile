@@ -57,6 +57,18 @@ test: $(STAMP)
 	@mkdir -p $(OUT)
 	$(PY) -m pytest $(pytest_opts) -n $(WORKERS) $(ARGS)
 
+# The mutant catalog (mutants/catalog.py; README "Mutants"): each mutant, applied to a
+# temporary copy of the tree, must be killed by its tests; one "mutant" record each is
+# appended to $(OUT)/results.jsonl; non-zero on a survivor, a stale mutant or an error.
+# make test and make gate run it too (meta_tests/test_mutants_catalog.py).
+# MUTANTS_ARGS="NAME ..." / "--list" / "--rotate 4" / "--arm cuda" passes options.
+MUTANTS_ARGS ?=
+.PHONY: mutants
+mutants: $(STAMP)
+	@mkdir -p $(OUT)
+	MLXGATE_RESULTS=$(abspath $(OUT))/results.jsonl $(PY) -m mutants $(if $(DEVICE),--device $(DEVICE)) \
+	  $(if $(PROFILE),--profile $(PROFILE)) $(MUTANTS_ARGS)
+
 ci:
 	CI=true ./.ci/run
 

@@ -1,0 +1,287 @@
+"""The mutant catalog and its runner (``mutants/``): the catalog is sound, the mechanism has teeth.
+
+Catalog (static, no pytest run): at least 25 mutants over every kernel and the
+cache state; every substitution applies exactly once to today's tree; a kernel
+mutant changes a compiled body AND the graph arm that mirrors it; every gate
+and property module (``parity/test_*.py``, ``properties/test_*.py``) is named
+as a killer by some mutant, so a new module without teeth fails here; every
+killing test names a function that exists.
+
+Mechanism (real runs, on a tiny stand-in repository so they are fast and
+hermetic, and once on this tree): a harmless mutant survives and fails the
+run, its diff printed; a stale substitution is an error and runs nothing; a
+killing test that fails on the clean tree makes the mutant an error, not a
+kill; a run where no killing test ran is an error; a run leaves the repository
+exactly as it was (``git status``, file bytes) and the real results file
+untouched except for the records it appends.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mutants import __main__ as cli
+from mutants.catalog import CATALOG, GAPS, Mutant, Substitution, by_name
+from mutants.runner import (REPO_ROOT, StaleMutant, expand_tests, mutant_diff, mutated_files, rotation, run_catalog,
+                            tree_files)
+from reports.recorder import read_records
+
+KERNEL_MODULES = ("impl/paged_attention.py", "impl/normalized_argmax.py", "impl/kvq4_decode.py",
+                  "impl/multi_query.py")
+CACHE_AND_MASK_MODULES = ("impl/masks.py", "impl/kv/pool.py", "impl/kv/paged.py", "impl/kv/rows.py",
+                          "impl/kv/view.py", "impl/kv/dense.py")
+
+
+def module_of(test: str) -> str:
+    return test.split("::")[0]
+
+
+# --- the catalog ------------------------------------------------------------------
+
+
+def test_catalog_has_at_least_25_mutants_over_every_kernel_and_the_cache():
+    assert len(CATALOG) >= 25
+    touched = {path for m in CATALOG for path in m.files}
+    missing = [path for path in KERNEL_MODULES + CACHE_AND_MASK_MODULES if path not in touched]
+    assert not missing, f"no mutant changes {missing}"
+    for path in KERNEL_MODULES:  # several ideas per kernel, not one token mutant each
+        assert sum(path in m.files for m in CATALOG) >= 4, path
+
+
+@pytest.mark.parametrize("mutant", CATALOG + GAPS, ids=lambda m: m.name)
+def test_every_substitution_applies_exactly_once(mutant):
+    texts = mutated_files(mutant)  # StaleMutant otherwise
+    assert all(before != after for before, after in texts.values())
+    assert mutant_diff(mutant).count("\n-") >= 1
+
+
+def kernel_sources(path: str) -> list[str]:
+    """Every KernelSpec body and header the module at ``path`` defines (what metal and cuda compile)."""
+    import importlib
+
+    from impl.kernels import KernelSpec
+
+    module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+    specs = [v for v in vars(module).values() if isinstance(v, KernelSpec)]
+    assert specs, f"{path} defines no KernelSpec"
+    return [text for spec in specs for text in (spec.source, spec.header)]
+
+
+@pytest.mark.parametrize("mutant", [m for m in CATALOG + GAPS if set(m.files) & set(KERNEL_MODULES)],
+                         ids=lambda m: m.name)
+def test_kernel_mutants_change_the_body_and_its_graph_mirror(mutant):
+    """One idea, every implementation: a body substitution (metal and cuda compile it) and a graph one."""
+    parts = {s.part for s in mutant.substitutions}
+    assert parts == {"body", "graph"}, f"{mutant.name}: parts {parts}; a kernel mutant needs body and graph"
+    for sub in mutant.substitutions:
+        in_body = any(sub.old in text for text in kernel_sources(sub.path))
+        assert in_body == (sub.part == "body"), (
+            f"{mutant.name}: {sub.old!r} is labelled {sub.part} but {'is' if in_body else 'is not'} in a kernel body")
+    assert mutant.in_kernel_body
+    assert all("{arm}" in test for test in mutant.tests), f"{mutant.name}: kernel killers run on every arm"
+
+
+def test_every_gate_and_property_module_is_named_as_a_killer():
+    """A gate or property module added later without a mutant it kills fails here."""
+    modules = sorted(p.relative_to(REPO_ROOT).as_posix()
+                     for folder in ("parity", "properties") for p in (REPO_ROOT / folder).glob("test_*.py"))
+    named = {module_of(test) for m in CATALOG for test in m.tests}
+    missing = [m for m in modules if m not in named]
+    assert not missing, f"no mutant in mutants/catalog.py names a test of {missing} as its killer"
+
+
+def defined_names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    names |= {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    return names
+
+
+@pytest.mark.parametrize("mutant", CATALOG + GAPS, ids=lambda m: m.name)
+def test_killing_tests_exist(mutant):
+    for test in mutant.tests:
+        path = REPO_ROOT / module_of(test)
+        assert path.is_file(), f"{mutant.name}: {path} does not exist"
+        name = test.split("::")[1].split("[")[0]
+        assert name in defined_names(path), f"{mutant.name}: {module_of(test)} defines no {name}"
+
+
+def test_expand_tests_and_rotation():
+    assert expand_tests(["a.py::t[{arm}-x]", "b.py::u", "a.py::t[{arm}-x]"], ["graph", "cuda"]) == [
+        "a.py::t[graph-x]", "a.py::t[cuda-x]", "b.py::u"]
+    shares = [rotation(CATALOG, 4, key) for key in range(4)]
+    assert sorted(m.name for share in shares for m in share) == sorted(m.name for m in CATALOG)
+    assert rotation(CATALOG, 4, 1) == rotation(CATALOG, 4, 5)
+    with pytest.raises(ValueError, match="share"):
+        rotation(CATALOG, 0)
+    with pytest.raises(ValueError, match="no mutant named nope"):
+        by_name(["nope"])
+
+
+def test_bad_catalog_entries_are_refused():
+    with pytest.raises(ValueError, match="part must be one of"):
+        Substitution("impl/masks.py", "a", "b", "kernel")
+    with pytest.raises(ValueError, match="differs"):
+        Substitution("impl/masks.py", "same", "same")
+    with pytest.raises(ValueError, match="identifier"):
+        Mutant("not a name", "idea", "masks", (Substitution("impl/masks.py", "a", "b"),), ("t.py::t",))
+
+
+# --- the mechanism, on a stand-in repository ---------------------------------------
+
+STANDIN = {
+    "calc.py": "def add(a, b):\n    return a + b  # the sum\n\n\ndef half(x):\n    return x / 2\n",
+    "test_calc.py": ("import pytest\n\nfrom calc import add, half\n\n\n"
+                     "def test_add():\n    assert add(2, 3) == 5\n\n\n"
+                     "def test_half_is_broken():\n    assert half(3) == 1\n\n\n"
+                     "@pytest.mark.skip(reason='stand-in skip')\ndef test_skipped():\n    assert add(1, 1) == 2\n"),
+    # The runner's plugin derives its profile from "ci", which the real conftest registers.
+    "conftest.py": "from hypothesis import settings\n\nsettings.register_profile('ci', max_examples=10)\n",
+}
+
+
+@pytest.fixture
+def standin(tmp_path) -> Path:
+    """A tiny repository: calc.py, its tests, and the runner's pytest plugin (not a git checkout)."""
+    root = tmp_path / "repo"
+    (root / "mutants").mkdir(parents=True)
+    for name, text in STANDIN.items():
+        (root / name).write_text(text)
+    (root / "mutants" / "__init__.py").write_text("")
+    shutil.copy(REPO_ROOT / "mutants" / "pytest_plugin.py", root / "mutants" / "pytest_plugin.py")
+    return root
+
+
+def standin_mutant(name: str, old: str, new: str, *tests: str) -> Mutant:
+    return Mutant(name, f"stand-in: {name}", "calc", (Substitution("calc.py", old, new),), tests)
+
+
+def run_standin(root: Path, tmp_path: Path, *mutants: Mutant, **options):
+    results = tmp_path / "results.jsonl"
+    report = run_catalog(mutants, root=root, workers=1, results_path=results, log=lambda line: None, **options)
+    return report, list(read_records(results))
+
+
+def test_a_killed_mutant_names_its_killer(standin, tmp_path):
+    mutant = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
+    report, records = run_standin(standin, tmp_path, mutant)
+    (result,) = report.results
+    assert result.status == "killed" and result.killed_by == "test_calc.py::test_add" and report.ok
+    assert "FAILED test_calc.py::test_add" in result.detail
+    (record,) = records
+    assert record["kind"] == "mutant" and record["killed"] is True and record["status"] == "killed"
+    assert record["killed_by"] == "test_calc.py::test_add" and record["seconds"] > 0
+    assert "-    return a + b  # the sum\n+    return a - b  # the sum" in record["diff"]
+    assert (standin / "calc.py").read_text() == STANDIN["calc.py"], "the tree was edited in place"
+
+
+def test_a_harmless_mutant_survives_and_fails_the_run(standin, tmp_path):
+    harmless = standin_mutant("comment_only", "# the sum", "# the total", "test_calc.py::test_add")
+    report, records = run_standin(standin, tmp_path, harmless)
+    (result,) = report.results
+    assert result.status == "survived" and not report.ok and report.score == 0
+    assert records[0]["killed"] is False and records[0]["status"] == "survived" and records[0]["killed_by"] is None
+    assert "+    return a + b  # the total" in records[0]["diff"]
+
+
+def test_the_command_line_fails_on_a_survivor_and_prints_its_diff(monkeypatch, capsys, tmp_path):
+    """python -m mutants on this tree, with the catalog swapped for one harmless mutant."""
+    harmless = Mutant("harmless_docstring", "a docstring edit: no behaviour changes", "masks",
+                      (Substitution("impl/masks.py", "optionally windowed.", "optionally with a window."),),
+                      ("parity/test_masks.py::test_create_causal_mask_matches_oracle",))
+    monkeypatch.setattr(cli, "by_name", lambda names: [harmless])
+    status = cli.main(["harmless_docstring", "--device", "cpu", "--workers", "1",
+                       "--results", str(tmp_path / "results.jsonl")])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "SURVIVED harmless_docstring" in out and "+    \"\"\"bool [N, offset + N]" in out
+    assert "0/1 killed (0%), 1 survived" in out
+
+
+def test_a_stale_substitution_is_an_error_and_runs_nothing(standin, tmp_path):
+    absent = standin_mutant("absent", "return a * b", "return a / b", "test_calc.py::test_add")
+    ambiguous = standin_mutant("ambiguous", "return ", "return -", "test_calc.py::test_add")
+    for mutant, count in ((absent, 0), (ambiguous, 2)):
+        with pytest.raises(StaleMutant, match=f"occurs {count} times, not exactly once"):
+            mutated_files(mutant, standin)
+    report, records = run_standin(standin, tmp_path, absent, ambiguous)
+    assert [r.status for r in report.results] == ["stale", "stale"] and not report.ok
+    assert report.clean is None, "nothing runs for stale mutants"
+    assert [r["status"] for r in records] == ["stale", "stale"] and not any(r["killed"] for r in records)
+
+
+def test_a_killer_that_fails_on_the_clean_tree_proves_nothing(standin, tmp_path):
+    mutant = standin_mutant("halving_doubles", "return x / 2", "return x * 2", "test_calc.py::test_half_is_broken")
+    fine = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
+    report, records = run_standin(standin, tmp_path, mutant, fine)
+    assert not report.clean.passed and report.clean.run.failed_ids == ["test_calc.py::test_half_is_broken"]
+    broken, killed = report.results
+    assert broken.status == "error" and "fail on the unmutated tree" in broken.detail
+    assert killed.status == "killed", "mutants with healthy killers still run"
+    assert not report.ok
+
+
+def test_no_killing_test_ran_is_an_error(standin, tmp_path):
+    mutant = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_skipped")
+    report, _ = run_standin(standin, tmp_path, mutant, clean_check=False)
+    (result,) = report.results
+    assert result.status == "error" and "no killing test ran (1 skipped" in result.detail
+
+
+def test_a_hanging_mutant_times_out_as_an_error(standin, tmp_path):
+    mutant = standin_mutant("sum_hangs", "return a + b", "import time; time.sleep(60)", "test_calc.py::test_add")
+    report, _ = run_standin(standin, tmp_path, mutant, clean_check=False, timeout=3)
+    (result,) = report.results
+    assert result.status == "error" and result.detail.startswith("timed out after")
+
+
+def test_tree_files_outside_git_skip_caches(standin):
+    (standin / "__pycache__").mkdir()
+    (standin / "__pycache__" / "calc.pyc").write_bytes(b"\0")
+    assert sorted(tree_files(standin)) == sorted([*STANDIN, "mutants/__init__.py", "mutants/pytest_plugin.py"])
+
+
+# --- on this tree ---------------------------------------------------------------------
+
+
+def git_state() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_a_run_on_this_tree_leaves_it_untouched(tmp_path, monkeypatch):
+    """git status and the mutated file's bytes are as before; the caller's results file is not touched.
+
+    Other engineers may edit this checkout during the run, so the git status
+    comparison covers what the runner could write: the mutant's files and any
+    artifact of a run (outcome files, results files, temporary copies).
+    """
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("needs the git checkout (git status is the evidence)")
+    (mutant,) = by_name(["window_mask_off_by_one"])
+    watched = {path: (REPO_ROOT / path).read_bytes() for path in mutant.files}
+    sentinel = tmp_path / "caller-results.jsonl"
+    sentinel.write_text('{"kind": "sentinel"}\n')
+    monkeypatch.setenv("MLXGATE_RESULTS", str(sentinel))  # the inner runs must never reset or append to it
+    before = git_state()
+    report = run_catalog([mutant], device="cpu", workers=1, results_path=tmp_path / "results.jsonl",
+                         log=lambda line: None)
+    after = git_state()
+    assert report.ok and report.results[0].killed_by == "parity/test_masks.py::test_create_causal_mask_matches_oracle"
+    assert {path: (REPO_ROOT / path).read_bytes() for path in mutant.files} == watched
+
+    def runner_lines(status: str) -> set[str]:
+        artifacts = (*mutant.files, "mutant-outcomes", "mlxgate-mutant", "mlxgate-clean", "results.jsonl")
+        return {line for line in status.splitlines() if any(a in line for a in artifacts)}
+
+    assert runner_lines(after) == runner_lines(before), f"git status changed:\n{before}\n---\n{after}"
+    assert sentinel.read_text() == '{"kind": "sentinel"}\n'
+    (record,) = read_records(tmp_path / "results.jsonl")
+    assert json.dumps(record)  # the record is JSON (reports/SCHEMA.md, kind "mutant")
+    assert record["tests"] == ["parity/test_masks.py::test_create_causal_mask_matches_oracle"]

@@ -1,0 +1,421 @@
+"""The catalog: realistic one-idea bugs in the kernels and the KV-cache state, each with its killers.
+
+A ``Mutant`` is one bug a kernel or cache author really makes, written as
+textual ``Substitution``\\ s (file, exact old text, new text) applied to a copy
+of the tree. Every old text must occur EXACTLY ONCE in its file, else the
+mutant is stale (an error: the catalog drifted from the code).
+
+Kernel bugs are written once per implementation of the algorithm: in the
+kernel body (``part="body"``, the Metal source string that metal and cuda both
+compile) AND in the graph arm that mirrors it (``part="graph"``), so the graph
+arm kills the mutant on any CPU and the compiled arms kill the same mutant
+where a GPU is present. A body-only mutant could never die on CPU.
+
+``tests`` are the pytest node ids expected to kill the mutant, small and fast
+(the runner stops at the first failure). ``{arm}`` in a node id expands to each
+arm the run covers (``graph`` on a CPU; ``graph`` and ``cuda`` on an NVIDIA
+GPU with ``--device gpu``), so one entry names the kernel's gate on every arm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CATALOG", "GAPS", "PARTS", "Mutant", "Substitution", "by_name"]
+
+PARTS = ("body", "graph", "code")  # kernel body string / graph arm / other Python
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """Replace ``old`` (which must occur exactly once in ``path``) by ``new``."""
+
+    path: str  # relative to the repository root, "/"-separated
+    old: str
+    new: str
+    part: str = "code"
+
+    def __post_init__(self):
+        if self.part not in PARTS:
+            raise ValueError(f"part must be one of {PARTS}, got {self.part!r}")
+        if not self.old or self.old == self.new:
+            raise ValueError(f"{self.path}: a substitution needs a non-empty old text that differs from the new")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One named bug: an idea, where it lives, its substitutions and the tests that must kill it."""
+
+    name: str
+    idea: str  # the bug, in words
+    target: str  # the kernel or cache component it breaks
+    substitutions: tuple[Substitution, ...]
+    tests: tuple[str, ...]  # node ids, "{arm}" expanded per arm
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"mutant name must be an identifier, got {self.name!r}")
+        if not self.substitutions or not self.tests:
+            raise ValueError(f"{self.name}: a mutant needs substitutions and killing tests")
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s.path for s in self.substitutions))
+
+    @property
+    def in_kernel_body(self) -> bool:
+        """Whether the mutant changes a compiled kernel body (so the metal/cuda arms must kill it too)."""
+        return any(s.part == "body" for s in self.substitutions)
+
+
+def body(path: str, old: str, new: str) -> Substitution:
+    return Substitution(path, old, new, "body")
+
+
+def graph(path: str, old: str, new: str) -> Substitution:
+    return Substitution(path, old, new, "graph")
+
+
+def code(path: str, old: str, new: str) -> Substitution:
+    return Substitution(path, old, new, "code")
+
+
+PAGED = "impl/paged_attention.py"
+ARGMAX = "impl/normalized_argmax.py"
+KVQ4 = "impl/kvq4_decode.py"
+MULTI = "impl/multi_query.py"
+MASKS = "impl/masks.py"
+POOL, PAGED_KV, ROWS, VIEW, DENSE = (f"impl/kv/{m}.py" for m in ("pool", "paged", "rows", "view", "dense"))
+
+PAGED_GATE = "parity/test_paged_attention.py::test_dense_pool[{arm}-%s]"
+KVQ4_GATE = "parity/test_kvq4_decode.py::test_kvq4_decode[{arm}-%s]"
+MULTI_GATE = "parity/test_multi_query.py::test_multi_query[{arm}-%s]"
+
+CATALOG: tuple[Mutant, ...] = (
+    # --- direct paged attention ------------------------------------------------
+    Mutant(
+        "paged_causal_end_off_by_one",
+        "the causal end excludes the query's own token: tokens < length - n + i instead of <=",
+        "paged_attention",
+        (body(PAGED, "uint end = min(uint(length - N + query + 1), (part + 1) * PART);",
+              "uint end = min(uint(length - N + query), (part + 1) * PART);"),
+         graph(PAGED, "visible = tokens.reshape(1, 1, -1) <= (length - n + query)",
+               "visible = tokens.reshape(1, 1, -1) < (length - n + query)")),
+        (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk64-Dv64-bs16-len63-n1",)),
+    Mutant(
+        "paged_gqa_head_map_modulo",
+        "GQA maps query head hq to KV head hq % HK instead of hq / (HQ / HK)",
+        "paged_attention",
+        (body(PAGED, "uint hk = hq / (HQ / HK);", "uint hk = hq % HK;"),
+         graph(PAGED, "qf = q.astype(mx.float32).reshape(hk, group * n, dk)",
+               "qf = q.astype(mx.float32).reshape(group, hk, n, dk).transpose(1, 0, 2, 3).reshape(hk, group * n, dk)"),
+         graph(PAGED, "return out.reshape(1, hq, n, dv)",
+               "return out.reshape(hk, group, n, dv).transpose(1, 0, 2, 3).reshape(1, hq, n, dv)")),
+        (PAGED_GATE % "float32-Hq6-Hkv2-Dk80-Dv80-bs8-len97-n8",)),
+    Mutant(
+        "paged_merge_without_max_rescale",
+        "the merge sums the partitions' values and normalizers without rescaling each by exp(max_p - max)",
+        "paged_attention",
+        (body(PAGED, "float weight = exp(normal[base * 2] - maximum);", "float weight = 1.0f;"),
+         graph(PAGED, "rescale = mx.exp(maximum - overall)", "rescale = mx.ones_like(maximum)")),
+        (PAGED_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",)),
+    Mutant(
+        "paged_unpack_shift_hardcoded_for_4_bits",
+        "dequantize-on-load shifts code k of a word by 4*k whatever BITS is: 8-bit K/V decode garbage",
+        "paged_attention_q8",
+        (body(PAGED, "(((keyBase+d)%PACK)*BITS))", "(((keyBase+d)%PACK)*4))"),
+         body(PAGED, "(((valueBase+d)%PACK)*BITS))", "(((valueBase+d)%PACK)*4))"),
+         graph(PAGED, "shifts = mx.arange(pack, dtype=mx.uint32) * bits",
+               "shifts = mx.arange(pack, dtype=mx.uint32) * 4")),
+        ("parity/test_paged_attention.py::test_quantized_pool[{arm}-bfloat16-q8g64-Hq4-Hkv1-Dk256-Dv256-bs32-len130-n1]",)),
+    Mutant(
+        "paged_block_table_ignored",
+        "token t is read from physical block t / BS instead of block_table[t / BS]",
+        "paged_attention",
+        (body(PAGED, "uint physical = table[token / BS];", "uint physical = token / BS;"),
+         graph(PAGED, "physical, slot = table[live // bs], live % bs", "physical, slot = live // bs, live % bs")),
+        ("properties/test_paged_attention_props.py::test_block_layout_is_invisible[{arm}]",)),
+    Mutant(
+        "paged_last_block_treated_as_full",
+        "the causal end uses the length rounded up to whole blocks: the unused slots of the last block are read",
+        "paged_attention",
+        (body(PAGED, "uint end = min(uint(length - N + query + 1), (part + 1) * PART);",
+              "uint end = min(uint((length + BS - 1) / BS * BS - N + query + 1), (part + 1) * PART);"),
+         graph(PAGED, "live = mx.minimum(tokens, length - 1)", "live = mx.minimum(tokens, -(-length // bs) * bs - 1)"),
+         graph(PAGED, "visible = tokens.reshape(1, 1, -1) <= (length - n + query)",
+               "visible = tokens.reshape(1, 1, -1) <= (-(-length // bs) * bs - n + query)")),
+        ("properties/test_paged_attention_props.py::test_slots_past_length_are_never_read[{arm}]",)),
+    Mutant(
+        "paged_softmax_scale_dropped",
+        "the scores are not multiplied by the softmax scale (as if the caller had folded it into q)",
+        "paged_attention",
+        (body(PAGED, "score = simd_sum(score) * scale[0];", "score = simd_sum(score);"),
+         graph(PAGED, "scores = _lane_dot(qf, k) * mx.array(scale, dtype=mx.float32)", "scores = _lane_dot(qf, k)")),
+        ("parity/test_decode_e2e.py::test_direct_path_is_kl_close_to_dense[{arm}-float32-p6-bs4]",)),
+
+    # --- normalized argmax -----------------------------------------------------
+    Mutant(
+        "argmax_ties_to_highest_id",
+        "better() breaks ties toward the higher token id",
+        "normalized_argmax",
+        (body(ARGMAX, "return x > y || (x == y && xi < yi);", "return x > y || (x == y && xi > yi);"),
+         graph(ARGMAX, "tile_ids = mx.argmax(scores, axis=-1).astype(mx.uint32)",
+               "tile_ids = (TILE - 1 - mx.argmax(scores[..., ::-1], axis=-1)).astype(mx.uint32)"),
+         graph(ARGMAX, "winner = mx.argmax(tile_best, axis=-1, keepdims=True)",
+               "winner = tiles - 1 - mx.argmax(tile_best[..., ::-1], axis=-1, keepdims=True)")),
+        ("parity/test_normalized_argmax.py::test_normalized_argmax[{arm}-bfloat16-1025]",)),
+    Mutant(
+        "argmax_nan_not_minus_inf",
+        "NaN scores are not replaced by -inf",
+        "normalized_argmax",
+        (body(ARGMAX, "    value = isnan(value) ? -INFINITY : value;\n", ""),
+         graph(ARGMAX, "    scores = mx.where(mx.isnan(scores), -mx.inf, scores)\n", "")),
+        ("properties/test_normalized_argmax_props.py::test_matches_the_contract_oracle[{arm}]",)),
+    Mutant(
+        "argmax_skips_dtype_rounding",
+        "the normalized score is computed in float32 without rounding logit - lse to the logits' dtype",
+        "normalized_argmax",
+        (body(ARGMAX, "float value = float(T(logits[row * V + i] - lse[row]));",
+              "float value = float(logits[row * V + i]) - float(lse[row]);"),
+         graph(ARGMAX, "scores = (x - lse).astype(mx.float32)", "scores = x.astype(mx.float32) - lse.astype(mx.float32)")),
+        ("parity/test_normalized_argmax.py::test_rounding_tie_takes_the_lower_id[{arm}-bfloat16]",)),
+    Mutant(
+        "argmax_tile_bound_one_short",
+        "each 1024-column tile stops one column early: the tile's last column is never a candidate",
+        "normalized_argmax",
+        (body(ARGMAX, "i < min(uint(V), (tile + 1) * 1024);", "i < min(uint(V), (tile + 1) * 1024 - 1);"),
+         graph(ARGMAX, "tile_best = scores.max(axis=-1)", "tile_best = scores[..., :TILE - 1].max(axis=-1)"),
+         graph(ARGMAX, "tile_ids = mx.argmax(scores, axis=-1)", "tile_ids = mx.argmax(scores[..., :TILE - 1], axis=-1)")),
+        ("parity/test_normalized_argmax.py::test_normalized_argmax[{arm}-float32-2049]",)),
+
+    # --- kvq4 decode ------------------------------------------------------------
+    Mutant(
+        "kvq4_scale_bias_swapped",
+        "dequantize computes bias * code + scale instead of scale * code + bias",
+        "kvq4_decode",
+        (body(KVQ4, "kr[i] = metal::fma(kscale, float((kword >> (4u * i)) & 15u), kbias);",
+              "kr[i] = metal::fma(kbias, float((kword >> (4u * i)) & 15u), kscale);"),
+         body(KVQ4, "vr[i] = metal::fma(vscale, float((vword >> (4u * i)) & 15u), vbias);",
+              "vr[i] = metal::fma(vbias, float((vword >> (4u * i)) & 15u), vscale);"),
+         graph(KVQ4, "return scales[..., None] * codes + biases[..., None]",
+               "return biases[..., None] * codes + scales[..., None]")),
+        (KVQ4_GATE % "bfloat16-H4-KVH2-N97-block64-contiguous",)),
+    Mutant(
+        "kvq4_nibble_order_reversed",
+        "dim i of a packed word is read from the high nibble down (bits 28 - 4i) instead of bits 4i",
+        "kvq4_decode",
+        (body(KVQ4, "(kword >> (4u * i))", "(kword >> (28u - 4u * i))"),
+         body(KVQ4, "(vword >> (4u * i))", "(vword >> (28u - 4u * i))"),
+         graph(KVQ4, "shifts = mx.arange(8, dtype=mx.uint32) * 4", "shifts = 28 - mx.arange(8, dtype=mx.uint32) * 4")),
+        (KVQ4_GATE % "float32-H12-KVH2-N301-block100-window",)),
+    Mutant(
+        "kvq4_wrong_scale_group",
+        "a lane reads the scale/bias of group lane % 4 instead of its own 64-dim group lane / 8",
+        "kvq4_decode",
+        (body(KVQ4, "const uint g = lane / 8u;", "const uint g = lane % 4u;"),
+         graph(KVQ4, "lane_group = mx.arange(SIMD) // (GROUP_SIZE // 8)", "lane_group = mx.arange(SIMD) % GROUPS")),
+        (KVQ4_GATE % "float32-H4-KVH2-N97-block64-contiguous",)),
+    Mutant(
+        "kvq4_combine_without_max_rescale",
+        "the sub-chunk combine and the block merge add partials without rescaling each to the common max",
+        "kvq4_decode",
+        (body(KVQ4, "const float w = metal::exp(ms - gmax);", "const float w = 1.0f;"),
+         body(KVQ4, "const float w = metal::exp(ms - mmax);", "const float w = 1.0f;"),
+         graph(KVQ4, "w = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "w = mx.where(m == -mx.inf, 0.0, 1.0)")),
+        (KVQ4_GATE % "bfloat16-H16-KVH2-N1000-block256-heads",)),
+    Mutant(
+        "kvq4_accumulator_not_rescaled",
+        "the online softmax rescales the running sum l but not the accumulator o when the max grows",
+        "kvq4_decode",
+        (body(KVQ4, "o[j][i] = metal::fma(o[j][i], factor, e * vr[i]);", "o[j][i] = o[j][i] + e * vr[i];"),
+         graph(KVQ4, "o * factor[..., None] + e[..., None] * vi", "o + e[..., None] * vi")),
+        ("properties/test_kvq4_decode_props.py::test_matches_float64_oracle[{arm}]",)),
+    Mutant(
+        "kvq4_gqa_head_map_modulo",
+        "GQA maps query head h to KV head h % KVH instead of h / REP",
+        "kvq4_decode",
+        (body(KVQ4, "qv[j][i] = float(q[(hk * (uint)REP + hg * HPG + j) * (uint)D + lane * 8u + i]);",
+              "qv[j][i] = float(q[((hg * HPG + j) * (uint)KVH + hk) * (uint)D + lane * 8u + i]);"),
+         body(KVQ4, "out[(ulong)qv * (uint)D + d] = T(num / den);",
+              "out[((ulong)(qv % (uint)REP) * (uint)KVH + qv / (uint)REP) * (uint)D + d] = T(num / den);"),
+         graph(KVQ4, "q = qs.astype(mx.float32).reshape(kvh, rep, 1, SIMD, 8)",
+               "q = qs.astype(mx.float32).reshape(rep, kvh, 1, SIMD, 8).transpose(1, 0, 2, 3, 4)"),
+         graph(KVQ4, "return out.reshape(1, h, 1, HEAD_DIM)", "return out.transpose(1, 0, 2).reshape(1, h, 1, HEAD_DIM)")),
+        ("properties/test_kvq4_decode_props.py::test_kv_heads_serve_their_query_heads[{arm}]",)),
+
+    # --- multi-query causal decode ----------------------------------------------
+    Mutant(
+        "multi_query_causal_limit_off_by_one",
+        "row i sees keys <= N - L + i + 1: one key of the future",
+        "multi_query",
+        (body(MULTI, "key >= k1 || key > limit) v = -INFINITY;", "key >= k1 || key > limit + 1u) v = -INFINITY;"),
+         graph(MULTI, "(key[None, :, b, None, :] <= limit[None])", "(key[None, :, b, None, :] <= limit[None] + 1)")),
+        ("properties/test_multi_query_props.py::test_rows_never_see_later_keys[{arm}]",)),
+    Mutant(
+        "multi_query_gqa_head_map_modulo",
+        "query head h of a tile row reads KV head h % KVH instead of h / REP",
+        "multi_query",
+        (body(MULTI, "const auto qp = q + ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D;",
+              "const auto qp = q + ((ulong)(rr * (uint)KVH + hk) * (uint)L + qi) * (uint)D;"),
+         body(MULTI, "out[((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d] = T(num / den);",
+              "out[((ulong)(rr * (uint)KVH + hk) * (uint)L + qi) * (uint)D + d] = T(num / den);"),
+         graph(MULTI, "qf = _half(qs.astype(mx.float32)).reshape(kvh, 1, nq, d)",
+               "qf = _half(qs.astype(mx.float32)).reshape(rep, kvh, L, d).transpose(1, 0, 2, 3).reshape(kvh, 1, nq, d)"),
+         graph(MULTI, "return out.reshape(1, h, L, d)",
+               "return out.reshape(kvh, rep, L, d).transpose(1, 0, 2, 3).reshape(1, h, L, d)")),
+        (MULTI_GATE % "bfloat16-H4-KVH2-L8-N8-D64-contiguous",)),
+    Mutant(
+        "multi_query_merge_without_max_rescale",
+        "the split merge adds partials without rescaling each by exp(m_s - max)",
+        "multi_query",
+        (body(MULTI, "const float w = metal::exp(ms - mmax);", "const float w = 1.0f;"),
+         graph(MULTI, "weight = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "weight = mx.where(m == -mx.inf, 0.0, 1.0)")),
+        ("properties/test_multi_query_props.py::test_fully_masked_splits_are_skipped[{arm}-3]",)),
+    Mutant(
+        "multi_query_accumulator_not_rescaled",
+        "the online softmax rescales the running sum l but not the accumulator O when the max grows",
+        "multi_query",
+        (body(MULTI, "      o[f].thread_elements()[0] *= corr;\n      o[f].thread_elements()[1] *= corr;\n", ""),
+         graph(MULTI, "o = o * corr[..., None] + _half(w) @ v[:, :, b]", "o = o + _half(w) @ v[:, :, b]")),
+        (MULTI_GATE % "float32-H8-KVH1-L4-N257-D256-heads",)),
+
+    # --- masks --------------------------------------------------------------------
+    Mutant(
+        "window_mask_off_by_one",
+        "the sliding window keeps window + 1 keys (offset + i - j <= window instead of < window)",
+        "masks",
+        (code(MASKS, "mask = mask & (queries < keys + window)", "mask = mask & (queries <= keys + window)"),),
+        ("parity/test_masks.py::test_create_causal_mask_matches_oracle",)),
+    Mutant(
+        "batched_mask_left_pad_off_by_one",
+        "a row's first real key is hidden with its left padding (keys > left_pad instead of >=)",
+        "masks",
+        (code(MASKS, "visible = keys >= mx.array(list(pads)", "visible = keys > mx.array(list(pads)"),),
+        ("parity/test_masks.py::test_batched_decode_mask_matches_oracle",)),
+
+    # --- KV cache state ---------------------------------------------------------
+    Mutant(
+        "pool_growth_loses_last_block",
+        "grow() puts every new block but the last on the free list",
+        "kv.pool",
+        (code(POOL, "new = list(range(blocks - 1, self.num_blocks - 1, -1))",
+              "new = list(range(blocks - 2, self.num_blocks - 1, -1))"),),
+        ("properties/test_kv_pool.py::test_cache_growth_keeps_every_token",)),
+    Mutant(
+        "pool_clone_shares_free_list",
+        "clone() copies the free set but shares the free-list stack with its source",
+        "kv.pool",
+        (code(POOL, "copy._free = list(self._free)", "copy._free = self._free"),),
+        ("properties/test_kv_stateful.py::TestFloat16Rows::runTest",)),
+    Mutant(
+        "pool_writes_in_place",
+        "write_block assigns into the pool array in place, so a view holding that array sees later writes",
+        "kv.pool",
+        (code(POOL, "setattr(self, name, mx.slice_update(getattr(self, name), update, start, axes=(0, 1, 2, 3)))",
+              "getattr(self, name)[phys, :, within:within + update.shape[2], :] = update"),),
+        ("properties/test_kv_snapshots.py::test_snapshot_reads_the_same_after[float32-h2-d32v64-view-trim_and_rewrite]",)),
+    Mutant(
+        "projected_bytes_forgets_scale_planes",
+        "bytes_per_block of a quantized pool counts the packed words but not the scale and bias planes",
+        "kv.pool",
+        (code(POOL, "return lead * (words * 4 + 2 * groups * itemsize)", "return lead * words * 4"),),
+        ("parity/test_kv_parity.py::test_projected_bytes_of_a_quantized_pool_counts_packed_scales_and_biases",)),
+    Mutant(
+        "gather_blocks_interleaves_blocks",
+        "gather transposes [blocks, H, bs, W] to [H, bs, blocks, W]: tokens of different blocks interleave",
+        "kv.pool",
+        (code(POOL, "return picked.transpose(1, 0, 2, 3).reshape(1, heads, table.size * block_size, width)",
+              "return picked.transpose(1, 2, 0, 3).reshape(1, heads, table.size * block_size, width)"),),
+        ("parity/test_kv_parity.py::test_paged_update_and_fetch_is_bit_exact_with_dense[float32]",)),
+    Mutant(
+        "quantized_pool_scales_and_biases_swapped",
+        "a quantized write stores mx.quantize's biases in the scale planes and its scales in the bias planes",
+        "kv.pool",
+        (code(POOL, "(kq[0], vq[0], kq[1], kq[2], vq[1], vq[2])", "(kq[0], vq[0], kq[2], kq[1], vq[2], vq[1])"),),
+        ("parity/test_kv_parity.py::test_quantized_planes_are_mx_quantize_of_the_rows",)),
+    Mutant(
+        "split_append_wrong_offset_in_block",
+        "an append split across blocks writes every piece at the first piece's row offset",
+        "kv.paged",
+        (code(PAGED_KV, "block, within = divmod(self.offset + written, size)",
+              "block, within = (self.offset + written) // size, self.offset % size"),),
+        ("properties/test_kv_blocks.py::test_appends_across_block_edges_read_back_exactly",)),
+    Mutant(
+        "trim_does_not_release_blocks",
+        "trim drops the emptied blocks from the table without returning them to the pool",
+        "kv.paged",
+        (code(PAGED_KV, "self.pool.free(self._table.pop())", "self._table.pop()"),),
+        ("properties/test_kv_memory.py::test_cycles_keep_active_memory_bounded[float16-h2-d64v64]",)),
+    Mutant(
+        "filter_rows_ignores_order",
+        "filter_rows keeps the rows named in keep but in their old order, not keep's",
+        "kv.rows",
+        (code(ROWS, "self._rows = [self._rows[i] for i in keep]",
+              "self._rows = [row for i, row in enumerate(self._rows) if i in keep]"),),
+        ("properties/test_kv_stateful.py::TestFloat32Rows::runTest",)),
+    Mutant(
+        "merge_rows_aliases_sources",
+        "merge_rows adopts its source caches instead of clones: appends to a source show up in the batch",
+        "kv.rows",
+        (code(ROWS, "self._rows = [source.clone() for source in sources]", "self._rows = list(sources)"),),
+        ("properties/test_kv_stateful.py::TestBFloat16Rows::runTest",)),
+    Mutant(
+        "rope_offsets_use_padded_width",
+        "rope_offsets gives every row the batch's longest length instead of its own",
+        "kv.rows",
+        (code(ROWS, "return mx.array(self.row_offsets, dtype=mx.int32)",
+              "return mx.array([self.offset] * self.batch_size, dtype=mx.int32)"),),
+        ("properties/test_kv_masks.py::test_rows_mask_is_the_batched_decode_mask",)),
+    Mutant(
+        "rows_trim_checks_longest_row",
+        "PagedKvRows.trim validates against the longest row, so a trim past the shortest one fails half-way",
+        "kv.rows",
+        (code(ROWS, "check_trim(tokens, min(self.row_offsets, default=0))",
+              "check_trim(tokens, max(self.row_offsets, default=0))"),),
+        ("parity/test_kv_bad_input.py::test_bad_input_is_refused_and_changes_nothing[rows trim beyond shortest]",)),
+    Mutant(
+        "view_direct_for_maskless_rows",
+        "attend takes the (always causal) direct kernel for mask=None with several query rows",
+        "kv.view",
+        (code(VIEW, 'return mask == "causal" or (mask is None and queries == 1)',
+              'return mask == "causal" or mask is None'),),
+        ("parity/test_kv_attend.py::test_dispatch_between_direct_kernel_and_control_path[directTrue-n2-none]",)),
+    Mutant(
+        "dense_growth_rounds_down",
+        "the dense cache grows by floor(L / 256) steps instead of ceil: an append shorter than a step gets no room",
+        "kv.dense",
+        (code(DENSE, "steps = -(-g.tokens // self.step) * self.step", "steps = g.tokens // self.step * self.step"),),
+        ("properties/test_kv_dense.py::test_buffer_grows_in_256_token_steps",)),
+)
+
+
+# Realistic bugs the suite does not kill yet: each names the missing test. Not run by
+# default (a survivor fails the check); ``python -m mutants NAME`` runs one by name, so
+# once the suite gains the test the mutant moves into CATALOG.
+GAPS: tuple[Mutant, ...] = (
+    # Every block size the kvq4 tests use (64, 100, 128, 256, 512) is a multiple of
+    # SUB = 4, where a sub-chunk cannot overrun its block: a ragged block (e.g. 102)
+    # in properties.strategies.decode.KVQ4_BLOCKS would kill it.
+    Mutant(
+        "kvq4_subchunk_overruns_block",
+        "a sub-chunk ends at min(N, s0 + sub), not at its block's end: a ragged block's last sub-chunk re-reads "
+        "the next block's first tokens",
+        "kvq4_decode",
+        (body(KVQ4, "s1 = metal::min(tEnd, s0 + sub);", "s1 = metal::min(N, s0 + sub);"),
+         graph(KVQ4, "live = (within < block) & (token < n)", "live = token < n")),
+        ("properties/test_kvq4_decode_props.py::test_matches_float64_oracle[{arm}]",)),
+)
+
+
+def by_name(names) -> list[Mutant]:
+    """The catalog's mutants called ``names`` (in that order); ValueError naming any unknown one."""
+    index = {m.name: m for m in CATALOG + GAPS}
+    unknown = [n for n in names if n not in index]
+    if unknown:
+        raise ValueError(f"no mutant named {', '.join(unknown)} in the catalog")
+    return [index[n] for n in names]
+
+
+_names = [m.name for m in CATALOG + GAPS]
+assert len(set(_names)) == len(_names), "mutant names must be unique"
+del _names

@@ -1,0 +1,416 @@
+"""Run mutants: copy the tree, apply one mutant, run its killing tests, record killed or survived.
+
+The repository is never edited. For each mutant the runner copies the working
+tree (tracked files plus untracked files git does not ignore, as they are on
+disk now) into a fresh temporary directory, applies the mutant's substitutions
+there, runs ``python -m pytest <killing tests> -x`` with that directory as the
+working directory, and deletes the directory whatever happens. Inside the
+copy:
+
+* ``MLXGATE_RESULTS`` points into the copy, so the suite's real results file is
+  neither reset nor appended to by the inner runs;
+* ``CI=true`` and the ``mutants.pytest_plugin`` profile: the ``ci`` profile
+  without an example database (the shared ``.hypothesis/`` is not copied and
+  none is created), derandomized and without shrinking (``pytest_plugin``);
+* ``--device`` is passed through, and ``{arm}`` in a killing test id expands to
+  every arm that device runs, compiled arms first (graph on a CPU; cuda then
+  graph, or metal then graph, on a GPU): a mutant in a kernel body reaches every
+  compiled arm, since metal and cuda compile the same body string. ``arm=``
+  runs one arm alone (``--arm cuda``: the compiled arm must kill every
+  kernel-body mutant by itself).
+
+Statuses: ``killed`` (a killing test failed; ``killed_by`` is the first one),
+``survived`` (every killing test passed: the suite has no teeth there),
+``stale`` (a substitution's old text does not occur exactly once: the catalog
+drifted from the code) and ``error`` (no killing test ran, the run crashed
+or timed out, or the killing tests already fail on the unmutated tree). Only
+``killed`` passes.
+
+Before any mutant runs, the union of their killing tests runs once on an
+unmutated copy (the clean check): a mutant "killed" by a test that fails anyway
+proves nothing, so such mutants are errors, not kills.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .catalog import CATALOG, Mutant
+from .pytest_plugin import OUTCOMES_ENV, PARENT_ENV
+
+__all__ = [
+    "REPO_ROOT", "CleanCheck", "MutantResult", "PytestRun", "Report", "StaleMutant", "apply_mutant", "copy_tree",
+    "expand_tests", "mutant_diff", "mutant_record", "mutated_files", "rotation", "run_catalog", "run_pytest",
+    "tree_files",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+STATUSES = ("killed", "survived", "stale", "error")
+DEFAULT_TIMEOUT = 300  # seconds per pytest run; the slowest kill measured takes under 10
+OUTPUT_TAIL = 4000  # characters of pytest's output kept for a survivor's or an error's detail
+# Never copied: they are rebuilt or irrelevant, and a venv inside the tree would be huge.
+SKIP_PARTS = {".git", ".venv", "__pycache__", ".hypothesis", ".pytest_cache", ".benchmarks"}
+
+
+class StaleMutant(ValueError):
+    """A substitution's old text does not occur exactly once in its file."""
+
+
+# --- applying a mutant ---------------------------------------------------------
+
+
+def mutated_files(mutant: Mutant, root: Path = REPO_ROOT) -> dict[str, tuple[str, str]]:
+    """``{path: (original text, mutated text)}``; StaleMutant unless every old text occurs exactly once.
+
+    Substitutions apply in order, each to the text the previous ones left.
+    """
+    texts: dict[str, tuple[str, str]] = {}
+    for sub in mutant.substitutions:
+        path = Path(root, sub.path)
+        if sub.path not in texts:
+            if not path.is_file():
+                raise StaleMutant(f"{mutant.name}: {sub.path} does not exist")
+            original = path.read_text()
+            texts[sub.path] = (original, original)
+        original, current = texts[sub.path]
+        count = current.count(sub.old)
+        if count != 1:
+            raise StaleMutant(f"{mutant.name}: {sub.path}: the old text occurs {count} times, not exactly once: "
+                              f"{sub.old!r}")
+        texts[sub.path] = (original, current.replace(sub.old, sub.new))
+    return texts
+
+
+def mutant_diff(mutant: Mutant, root: Path = REPO_ROOT) -> str:
+    """Unified diff of the mutant against ``root`` (StaleMutant if it does not apply)."""
+    chunks = []
+    for path, (before, after) in mutated_files(mutant, root).items():
+        chunks.extend(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                           fromfile=f"a/{path}", tofile=f"b/{path}", n=1))
+    return "".join(chunks)
+
+
+def apply_mutant(mutant: Mutant, tree: Path, root: Path = REPO_ROOT) -> None:
+    """Write the mutant's files into the copy ``tree`` (texts computed from ``root``)."""
+    for path, (_, after) in mutated_files(mutant, root).items():
+        Path(tree, path).write_text(after)
+
+
+# --- copying the tree ----------------------------------------------------------
+
+
+def tree_files(root: Path = REPO_ROOT) -> list[str]:
+    """The files a copy holds: git's tracked and untracked-not-ignored files that exist on disk.
+
+    Outside a git checkout: every file except ``SKIP_PARTS`` and ``reports/out``.
+    """
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                                capture_output=True, check=True).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        listed = [str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and not SKIP_PARTS & set(p.relative_to(root).parts)
+                  and not p.relative_to(root).as_posix().startswith("reports/out/")]
+    files = []
+    for name in dict.fromkeys(listed):
+        path = Path(root, name)
+        if name and (path.is_file() or path.is_symlink()) and not SKIP_PARTS & set(Path(name).parts):
+            files.append(name)
+    return files
+
+
+def copy_tree(dest: Path, files: Sequence[str], root: Path = REPO_ROOT) -> None:
+    """Copy ``files`` (relative to ``root``) into ``dest``; a file deleted since it was listed is skipped."""
+    for name in files:
+        target = Path(dest, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copy2(Path(root, name), target, follow_symlinks=False)
+        except FileNotFoundError:  # others work in the same checkout: the tree may change during a run
+            continue
+
+
+# --- running pytest in a copy ----------------------------------------------------
+
+
+def expand_tests(tests: Iterable[str], arms: Sequence[str]) -> list[str]:
+    """Node ids with ``{arm}`` replaced by each arm in turn (others unchanged), duplicates dropped."""
+    expanded = []
+    for test in tests:
+        expanded += [test.replace("{arm}", arm) for arm in arms] if "{arm}" in test else [test]
+    return list(dict.fromkeys(expanded))
+
+
+@dataclass
+class PytestRun:
+    """What one pytest run in a copy did."""
+
+    exitstatus: int | None  # None: killed at the timeout, or no outcome written
+    passed: int
+    failed: int
+    skipped: int
+    failed_ids: list[str]
+    seconds: float
+    output: str
+    timed_out: bool = False
+
+    @property
+    def first_failed(self) -> str | None:
+        return self.failed_ids[0] if self.failed_ids else None
+
+
+def _child_env(tree: Path, outcomes: Path, profile: str, root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MLXGATE_", "HYPOTHESIS_"))}
+    if env.get("PYTHONPATH"):  # never let the real tree's modules shadow the copy's
+        keep = [p for p in env["PYTHONPATH"].split(os.pathsep) if p and Path(p).resolve() != root.resolve()]
+        env["PYTHONPATH"] = os.pathsep.join(keep)
+    env.update({"CI": "true", "MLXGATE_RESULTS": str(tree / "reports" / "out" / "results.jsonl"),
+                OUTCOMES_ENV: str(outcomes), PARENT_ENV: profile, "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONUNBUFFERED": "1"})
+    return env
+
+
+def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable, device: str | None = None,
+               profile: str = "ci", timeout: float = DEFAULT_TIMEOUT, stop_first: bool = True, workers: int = 0,
+               root: Path = REPO_ROOT) -> PytestRun:
+    """``python -m pytest tests`` with cwd ``tree`` (see the module docstring for the environment)."""
+    outcomes = tree / ".mutant-outcomes.json"
+    command = [python, "-m", "pytest", *tests, "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider",
+               "-p", "mutants.pytest_plugin"]
+    if stop_first:
+        command.append("-x")
+    if workers > 1:
+        command += ["-n", str(workers)]
+    if device:
+        command += ["--device", device]
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=tree, env=_child_env(tree, outcomes, profile, root),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    timed_out = False
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(process.pid, signal.SIGKILL)  # the group this call started: pytest and any xdist workers
+        output, _ = process.communicate()
+    seconds = time.perf_counter() - start
+    text = output.decode(errors="replace")
+    if timed_out or not outcomes.exists():
+        return PytestRun(None, 0, 0, 0, [], seconds, text, timed_out)
+    data = json.loads(outcomes.read_text())
+    return PytestRun(data["exitstatus"], data["passed"], data["failed"], data["skipped"], data["failed_ids"],
+                     seconds, text)
+
+
+def _summary_line(output: str, nodeid: str | None) -> str:
+    """pytest's short summary line of the failed test ("FAILED id - why"), shortened."""
+    for line in output.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")) and nodeid and nodeid in line:
+            return line if len(line) <= 400 else line[:400] + "..."
+    return ""
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= OUTPUT_TAIL else "..." + text[-OUTPUT_TAIL:]
+
+
+# --- results -------------------------------------------------------------------------
+
+
+@dataclass
+class MutantResult:
+    mutant: Mutant
+    status: str  # one of STATUSES
+    tests: list[str]  # the node ids run (arms expanded)
+    killed_by: str | None = None
+    seconds: float = 0.0
+    diff: str = ""
+    detail: str = ""
+
+    @property
+    def killed(self) -> bool:
+        return self.status == "killed"
+
+
+@dataclass
+class CleanCheck:
+    """The union of the killing tests on the unmutated tree."""
+
+    tests: list[str]
+    run: PytestRun | None = None
+
+    @property
+    def passed(self) -> bool:
+        r = self.run
+        return r is not None and r.exitstatus == 0 and r.failed == 0 and r.passed > 0
+
+
+@dataclass
+class Report:
+    results: list[MutantResult]
+    clean: CleanCheck | None
+    seconds: float
+    device: str
+    arms: list[str]
+    profile: str
+    workers: int
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.results)
+
+    @property
+    def score(self) -> float:
+        return self.count("killed") / len(self.results) if self.results else 1.0
+
+    @property
+    def ok(self) -> bool:
+        """Every mutant killed (and so the clean check passed for all of them)."""
+        return bool(self.results) and all(r.killed for r in self.results)
+
+
+def mutant_record(result: MutantResult, report_context: dict) -> dict:
+    """The ``mutant`` record (reports/SCHEMA.md) of one result."""
+    m = result.mutant
+    return {"kind": "mutant", "time": time.time(), "name": m.name, "killed": result.killed,
+            "killed_by": result.killed_by, "seconds": round(result.seconds, 3), "diff": result.diff,
+            "status": result.status, "idea": m.idea, "target": m.target, "files": list(m.files),
+            "in_kernel_body": m.in_kernel_body, "tests": result.tests, "detail": result.detail, **report_context}
+
+
+# --- the catalog run -------------------------------------------------------------------
+
+
+def rotation(mutants: Sequence[Mutant], share: int, key: int | None = None) -> list[Mutant]:
+    """Every ``share``-th mutant, starting at ``key % share`` (default key: today's UTC date ordinal)."""
+    if share < 1:
+        raise ValueError(f"share must be >= 1, got {share}")
+    key = datetime.now(timezone.utc).date().toordinal() if key is None else key
+    return [m for i, m in enumerate(mutants) if i % share == key % share]
+
+
+def _arms(device: str | None, arm: str | None) -> tuple[str, list[str]]:
+    from impl import arms as registry  # imports MLX: only when a run starts
+
+    device = device or registry.default_device_name()
+    # Compiled arms first: on a GPU the product's arm gets the first chance to kill (-x stops there).
+    available = sorted(registry.available_arms(device), key=lambda name: name == "graph")
+    if arm is None:
+        return device, available
+    statuses = registry.discover_arms(device)
+    if arm not in statuses:
+        raise ValueError(f"arm must be one of {tuple(statuses)}, got {arm!r}")
+    if not statuses[arm].available:
+        raise ValueError(f"arm={arm!r} cannot run here: {statuses[arm].reason}")
+    return device, [arm]
+
+
+def _classify(run: PytestRun) -> tuple[str, str | None, str]:
+    """(status, killed_by, detail) of a mutant's pytest run."""
+    if run.timed_out:
+        return "error", None, f"timed out after {run.seconds:.0f} s\n{_tail(run.output)}"
+    if run.exitstatus is None:
+        return "error", None, f"pytest wrote no outcome (crashed?)\n{_tail(run.output)}"
+    if run.failed:
+        return "killed", run.first_failed, _summary_line(run.output, run.first_failed)
+    if run.exitstatus == 0 and run.passed:
+        return "survived", None, f"{run.passed} killing test(s) passed on the mutant\n{_tail(run.output)}"
+    if run.exitstatus in (0, 5):
+        return "error", None, f"no killing test ran ({run.skipped} skipped; exit {run.exitstatus})\n{_tail(run.output)}"
+    return "error", None, f"pytest exit {run.exitstatus} without a failing test\n{_tail(run.output)}"
+
+
+def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, python: str = sys.executable,
+                device: str | None = None, arm: str | None = None, profile: str = "ci", workers: int = 2,
+                timeout: float = DEFAULT_TIMEOUT, clean_check: bool = True, record: bool = True,
+                results_path: Path | None = None, log: Callable[[str], None] = print) -> Report:
+    """Run ``mutants`` (see the module docstring); records one ``mutant`` record each when ``record``.
+
+    ``arm`` restricts the run to one arm and to the mutants in a kernel body
+    (the cache and mask mutants have no arm). ``workers`` mutants run at a time.
+    """
+    start = time.perf_counter()
+    root = Path(root)
+    requested_device = device  # passed on only when given: the inner runs' default is the same
+    device, arms = _arms(device, arm)
+    if arm is not None:
+        mutants = [m for m in mutants if m.in_kernel_body]
+    files = tree_files(root)
+    results: list[MutantResult] = []
+    runnable: list[MutantResult] = []
+    for m in mutants:  # stale mutants are found before anything runs
+        result = MutantResult(m, "error", expand_tests(m.tests, arms))
+        try:
+            result.diff = mutant_diff(m, root)
+        except StaleMutant as exc:
+            result.status, result.detail = "stale", str(exc)
+        results.append(result)
+        if result.status != "stale":
+            runnable.append(result)
+
+    clean = None
+    if clean_check and runnable:
+        clean = CleanCheck(expand_tests((t for r in runnable for t in r.tests), ()))
+        log(f"mutants: clean check: {len(clean.tests)} killing tests on the unmutated tree ...")
+        with tempfile.TemporaryDirectory(prefix="mlxgate-clean-") as tmp:
+            copy_tree(Path(tmp), files, root)
+            clean.run = run_pytest(Path(tmp), clean.tests, python=python, device=requested_device, profile=profile,
+                                   timeout=timeout * 2, stop_first=False, workers=workers, root=root)
+        r = clean.run
+        log(f"mutants: clean check {'passed' if clean.passed else 'FAILED'} in {r.seconds:.1f} s "
+            f"({r.passed} passed, {r.failed} failed, {r.skipped} skipped)")
+        if not clean.passed:
+            broken = set(r.failed_ids)
+            for result in runnable:
+                if not broken or broken & set(result.tests):
+                    result.status = "error"
+                    result.detail = ("its killing tests fail on the unmutated tree: "
+                                     + (", ".join(sorted(broken & set(result.tests))) if broken else
+                                        f"pytest exit {r.exitstatus}\n{_tail(r.output)}"))
+            runnable = [res for res in runnable if not res.detail]
+
+    context = {"device": device, "arms": arms, "profile": profile}
+    lock = threading.Lock()
+
+    def finish(result: MutantResult) -> None:
+        with lock:
+            if record:
+                from reports.recorder import append_record
+
+                append_record(mutant_record(result, context), results_path)
+            where = f" by {result.killed_by}" if result.killed_by else ""
+            log(f"mutants: {result.status.upper():8} {result.mutant.name} ({result.seconds:.1f} s){where}")
+
+    def attempt(result: MutantResult) -> None:
+        try:
+            with tempfile.TemporaryDirectory(prefix=f"mlxgate-mutant-{result.mutant.name}-") as tmp:
+                tree = Path(tmp)
+                copy_tree(tree, files, root)
+                apply_mutant(result.mutant, tree, root)
+                run = run_pytest(tree, result.tests, python=python, device=requested_device, profile=profile,
+                                 timeout=timeout, root=root)
+            result.seconds = run.seconds
+            result.status, result.killed_by, result.detail = _classify(run)
+        except Exception as exc:  # noqa: BLE001 - a harness failure is this mutant's error, not the run's end
+            result.status, result.detail = "error", f"{type(exc).__name__}: {exc}"
+        finish(result)
+
+    for result in results:
+        if result.status == "stale" or result.detail:
+            finish(result)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        list(pool.map(attempt, runnable))
+    return Report(results, clean, time.perf_counter() - start, device, arms, profile, workers)
