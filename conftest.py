@@ -30,6 +30,9 @@ from parity.gates import Gate
 from reports import recorder
 from reports.environment import run_context
 
+# The Metal canary runs before the first metal-arm test and fails them if the device is broken (impl/canary.py).
+pytest_plugins = ("impl.canary_plugin",)
+
 HYPOTHESIS_DB = DirectoryBasedExampleDatabase(os.path.join(os.path.dirname(__file__), ".hypothesis", "examples"))
 _SLOW_DATA = [HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile("dev", max_examples=25, deadline=None, database=HYPOTHESIS_DB,

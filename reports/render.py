@@ -205,6 +205,17 @@ def environment_rows(env: dict, results: dict) -> list[tuple[str, str]]:
     ]
 
 
+def canary_rows(canaries: list[dict]) -> list[dict]:
+    """The Metal canary's records (one per process that ran it) grouped by outcome; failures first."""
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for c in canaries:
+        groups[(str(c.get("status")), str(c.get("message")), c.get("device_name"))].append(str(c.get("where") or "?"))
+    order = {"failed": 0, "passed": 1, "unavailable": 2, "not_run": 3}
+    return [{"status": status, "message": message, "device": device, "where": sorted(set(where)),
+             "ok": status == "passed", "bad": status == "failed"}
+            for (status, message, device), where in sorted(groups.items(), key=lambda g: (order.get(g[0][0], 9), g[0]))]
+
+
 def perf_rows(perf: list[dict]) -> list[dict]:
     rows = []
     for p in sorted(perf, key=lambda p: (not p.get("regressed"), str(p.get("benchmark")))):
@@ -257,6 +268,7 @@ def build_context(results: dict) -> dict[str, Any]:
         "reasons": results.get("reasons") or [],
         "totals": results["totals"],
         "env_rows": environment_rows(env, results),
+        "canaries": canary_rows(of_kind(records, "canary")),
         # Sorted: results.json is written with sorted keys, and the page must not depend on dict order.
         "arms_ran": [(n, s.get("reason", "")) for n, s in sorted(arms.items()) if s.get("available")],
         "arms_skipped": [(n, s.get("reason", "")) for n, s in sorted(arms.items()) if not s.get("available")],
