@@ -21,7 +21,6 @@ NUM_SHARDS ?=
 shard_opts = $(if $(NUM_SHARDS),-p scripts.shard --num-shards $(NUM_SHARDS) --shard-id $(or $(SHARD_ID),0))
 pytest_opts = $(if $(DEVICE),--device $(DEVICE)) $(if $(PROFILE),--hypothesis-profile $(PROFILE)) $(shard_opts)
 
-
 .PHONY: gate test venv clean ci
 .PHONY: perf perf-baseline
 
