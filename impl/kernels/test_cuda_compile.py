@@ -9,23 +9,12 @@ MLX's default header, our prelude and header, the signature from the input
 and output names, dtypes and template values, the body) and compiles it with
 ``nvcc -arch=sm_90 -c``. A body edit that breaks CUDA fails here.
 
-MLX's CUDA headers are not on this machine: ``STANDIN_UTILS`` below is the
-minimal stand-in for ``mlx/backend/cuda/device/utils.cuh``: the CUDA includes
-MLX's version makes (cuda_bf16.h, cuda_fp16.h, cuda/std array/limits/tuple)
-and the ``Shape`` / ``Strides`` types the generated signature uses
-(``cuda::std::array`` of ``MAX_NDIM`` = 10 int32 / int64), nothing else. The
-H200 run (``reports/runs/``) is where the real headers and NVRTC compile them.
-
-The units are concatenated into two batches (paged attention, argmax) compiled
-in parallel (a ``#line`` directive before each names its kernel in errors);
-the header guards of ``impl.kernels.compile.full_header`` make that legal.
-Everything is written to a fresh temporary directory; nothing is cached.
+The harness (the stand-in for MLX's ``utils.cuh``, batching, nvcc flags) is
+``impl.kernels.nvcc``. Everything is written to a fresh temporary directory;
+nothing is cached.
 """
 
 from __future__ import annotations
-
-import shutil
-import subprocess
 
 import mlx.core as mx
 import numpy as np
@@ -34,26 +23,9 @@ import pytest
 from impl import normalized_argmax as argmax
 from impl import paged_attention as paged
 from impl.kernels import Launch, cuda_translation_unit
+from impl.kernels.nvcc import NVCC, SKIP_REASON, compile_batches
 from properties import strategies as sts
 
-NVCC = shutil.which("nvcc")
-ARCH = "sm_90"  # Hopper (H100/H200): the device of the committed GPU record
-
-STANDIN_UTILS = """// Stand-in for MLX's mlx/backend/cuda/device/utils.cuh (see test_cuda_compile.py).
-#pragma once
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda/std/array>
-#include <cuda/std/limits>
-#include <cuda/std/tuple>
-
-#define MAX_NDIM 10
-
-namespace mlx::core::cu {
-using Shape = cuda::std::array<int32_t, MAX_NDIM>;
-using Strides = cuda::std::array<int64_t, MAX_NDIM>;
-}  // namespace mlx::core::cu
-"""
 
 DTYPES = ("bfloat16", "float16", "float32")
 # (Hq, Hkv, n, Dk, Dv, block_size): DV a multiple of 32 and not (80), MQA, GQA.
@@ -89,41 +61,9 @@ def argmax_launches() -> list[Launch]:
     return launches
 
 
-def batch_source(launches: list[Launch]) -> tuple[str, list[str]]:
-    """One file holding every distinct unit (identical instantiations appear once), and their kernels."""
-    units, seen = [], []
-    for launch in launches:
-        function = launch.cuda_function
-        if function in seen:
-            continue
-        seen.append(function)
-        units.append(f'#line 1 "{function}.cu"\n{launch.cuda_source()}')
-    return "\n".join(units), seen
-
-
-@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed: the CUDA compile test needs the CUDA toolkit")
+@pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_every_kernel_compiles_as_cuda(tmp_path):
-    (tmp_path / "mlx" / "backend" / "cuda" / "device").mkdir(parents=True)
-    (tmp_path / "mlx" / "backend" / "cuda" / "device" / "utils.cuh").write_text(STANDIN_UTILS)
-    jobs = {}
-    for name, launches in (("paged_attention", paged_launches()), ("normalized_argmax", argmax_launches())):
-        source, kernels = batch_source(launches)
-        path = tmp_path / f"{name}.cu"
-        path.write_text(source)
-        command = [NVCC, f"-arch={ARCH}", "-std=c++17", "-c", str(path), "-o", str(path.with_suffix(".o")),
-                   f"-I{tmp_path}", "--Werror", "cross-execution-space-call"]
-        jobs[name] = (kernels, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    failures = []
-    for name, (kernels, process) in jobs.items():
-        log, _ = process.communicate(timeout=300)
-        if process.returncode:
-            failures.append(f"--- {name} ({len(kernels)} kernels) ---\n{log}")
-        # every unit was compiled: each kernel has its host launch stub in the object
-        if not process.returncode and shutil.which("nm"):
-            symbols = subprocess.run(["nm", str(tmp_path / f"{name}.o")], capture_output=True, text=True).stdout
-            missing = [k for k in kernels if k not in symbols]
-            if missing:
-                failures.append(f"{name}: kernels missing from the object: {missing}")
+    failures = compile_batches(tmp_path, {"paged_attention": paged_launches(), "normalized_argmax": argmax_launches()})
     assert not failures, "nvcc could not compile the CUDA arm:\n" + "\n".join(failures)
 
 

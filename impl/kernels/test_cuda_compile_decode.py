@@ -1,7 +1,7 @@
 """The cuda arm of the decode kernels in CI, without a GPU: nvcc compiles every body as MLX would.
 
-Same harness as ``test_cuda_compile.py`` (its stand-in for MLX's ``utils.cuh``,
-its batching): for each template instantiation below, the ``Launch`` that
+Same harness as ``test_cuda_compile.py`` (``impl.kernels.nvcc``: the stand-in for
+MLX's ``utils.cuh``, batching, flags): for each template instantiation below, the ``Launch`` that
 ``impl.kvq4_decode`` / ``impl.multi_query`` would issue is built from small
 real arrays (nothing runs), its translation unit rendered
 (``Launch.cuda_source()``: MLX's default header, the prelude
@@ -24,8 +24,6 @@ Metal's definition directly, not only through the attention gates.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import mlx.core as mx
 import numpy as np
@@ -34,7 +32,7 @@ import pytest
 from impl import kvq4_decode as kvq4
 from impl import multi_query as mq
 from impl.kernels import KernelSpec, Launch
-from impl.kernels.test_cuda_compile import ARCH, NVCC, STANDIN_UTILS, batch_source
+from impl.kernels.nvcc import NVCC, SKIP_REASON, compile_batches
 
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 # (GQA factor, block); KVH = 2, N = 700.
@@ -116,29 +114,11 @@ def test_simdgroup_matrix_semantics(arm, gate, transpose):
                    kernel="simdgroup_probe")
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed: the CUDA compile test needs the CUDA toolkit")
+@pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_decode_kernels_compile_as_cuda(tmp_path):
-    (tmp_path / "mlx" / "backend" / "cuda" / "device").mkdir(parents=True)
-    (tmp_path / "mlx" / "backend" / "cuda" / "device" / "utils.cuh").write_text(STANDIN_UTILS)
-    jobs = {}
     probes = [probe_launch(*(mx.zeros((64,)) for _ in range(3)), t) for t in (False, True)]
-    for name, launches in (("kvq4_decode", kvq4_launches()), ("multi_query", multi_query_launches() + probes)):
-        source, kernels = batch_source(launches)
-        path = tmp_path / f"{name}.cu"
-        path.write_text(source)
-        command = [NVCC, f"-arch={ARCH}", "-std=c++17", "-c", str(path), "-o", str(path.with_suffix(".o")),
-                   f"-I{tmp_path}", "--Werror", "all-warnings"]
-        jobs[name] = (kernels, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    failures = []
-    for name, (kernels, process) in jobs.items():
-        log, _ = process.communicate(timeout=300)
-        if process.returncode:
-            failures.append(f"--- {name} ({len(kernels)} kernels) ---\n{log}")
-        elif shutil.which("nm"):  # every unit was compiled: each kernel has its host stub in the object
-            symbols = subprocess.run(["nm", str(tmp_path / f"{name}.o")], capture_output=True, text=True).stdout
-            missing = [k for k in kernels if k not in symbols]
-            if missing:
-                failures.append(f"{name}: kernels missing from the object: {missing}")
+    failures = compile_batches(tmp_path, {"kvq4_decode": kvq4_launches(),
+                                          "multi_query": multi_query_launches() + probes})
     assert not failures, "nvcc could not compile the CUDA arm:\n" + "\n".join(failures)
 
 
