@@ -50,8 +50,9 @@ from impl.normalized_argmax import normalized_argmax, normalized_argmax_native
 from impl.paged_attention import paged_attention, paged_attention_gather
 from perf.harness import Case
 from perf.shapes import BLOCK_SIZE, DTYPE, QUANT_GROUP, ArgmaxShape, DecodeShape
+from properties.strategies import ArrayPagedStorage
 
-__all__ = ["Group", "PagedArrays", "argmax_group", "kvq4_group", "multi_query_group", "paged_group"]
+__all__ = ["Group", "argmax_group", "kvq4_group", "multi_query_group", "paged_group"]
 
 ITEMSIZE = 2  # bfloat16
 BF16 = mx.bfloat16
@@ -82,23 +83,6 @@ class Group:
     def release(self) -> None:
         self.inputs.release()
         mx.clear_cache()
-
-
-@dataclass
-class PagedArrays:
-    """A ``impl.paged_attention.PagedStorage`` of plain arrays."""
-
-    keys: mx.array
-    values: mx.array
-    block_size: int
-    head_dim: int
-    v_head_dim: int
-    dtype: mx.Dtype
-    quantization: Quantization | None = None
-    key_scales: mx.array | None = None
-    key_biases: mx.array | None = None
-    value_scales: mx.array | None = None
-    value_biases: mx.array | None = None
 
 
 def _normal(shape) -> mx.array:
@@ -150,12 +134,12 @@ def _pool(k: mx.array, v: mx.array, s: DecodeShape, seed: int, bits: int | None)
 
     pk, pv = to_pool(k), to_pool(v)
     if bits is None:
-        storage = PagedArrays(pk, pv, BLOCK_SIZE, s.head_dim, s.head_dim, BF16)
+        storage = ArrayPagedStorage(pk, pv, BLOCK_SIZE, s.head_dim, s.head_dim, BF16)
     else:
         quant = Quantization(bits, QUANT_GROUP)
         kq, ks, kb = quant.quantize(pk)
         vq, vs, vb = quant.quantize(pv)
-        storage = PagedArrays(kq, vq, BLOCK_SIZE, s.head_dim, s.head_dim, BF16, quant, ks, kb, vs, vb)
+        storage = ArrayPagedStorage(kq, vq, BLOCK_SIZE, s.head_dim, s.head_dim, BF16, quant, ks, kb, vs, vb)
     return storage, table
 
 

@@ -24,7 +24,6 @@ Metal's definition directly, not only through the attention gates.
 
 from __future__ import annotations
 
-
 import mlx.core as mx
 import numpy as np
 import pytest
