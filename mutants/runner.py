@@ -404,6 +404,8 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
                                  timeout=timeout, root=root)
             result.seconds = run.seconds
             result.status, result.killed_by, result.detail = _classify(run)
+        except StaleMutant as exc:  # the file changed under the run (others edit this checkout too)
+            result.status, result.detail = "stale", str(exc)
         except Exception as exc:  # noqa: BLE001 - a harness failure is this mutant's error, not the run's end
             result.status, result.detail = "error", f"{type(exc).__name__}: {exc}"
         finish(result)
