@@ -176,3 +176,21 @@ def test_restore_arrays_round_trips_state(spec, seed, tokens):
     got_k, got_v = fresh.gather(cache.block_table)
     assert_bytes(got_k[:, :, :tokens], host_bytes(stored_rows(spec, k)), "restored keys")
     assert_bytes(got_v[:, :, :tokens], host_bytes(stored_rows(spec, v)), "restored values")
+
+
+@given(spec=kv_specs(quantized=None), used=st.integers(0, 3), taken=st.integers(1, 4))
+def test_clone_allocations_never_touch_the_source_free_list(spec, used, taken):
+    # Without growth in between: a clone sharing the free-list stack would pop
+    # the source's entries here, which the append-then-grow test above cannot see
+    # (growth pushes and pops the same new blocks).
+    pool = BlockPool(8, 4, spec.num_kv_heads, spec.head_dim, v_head_dim=spec.v_head_dim, dtype=spec.dtype,
+                     quantization=spec.quantization)
+    for _ in range(used):
+        pool.alloc()
+    before = pool.free_list
+    twin = pool.clone()
+    got = [twin.alloc() for _ in range(taken)]
+    assert pool.free_list == before
+    assert [pool.alloc() for _ in range(taken)] == got  # the same LIFO order, independently
+    twin.free(got[0])
+    assert got[0] not in pool.free_list

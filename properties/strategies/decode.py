@@ -73,7 +73,8 @@ __all__ = [
 DECODE_DTYPES = ("bfloat16", "float16", "float32")
 CACHE_LAYOUTS = ("contiguous", "slice", "window", "heads", "transposed")
 KVQ4_GQA = (2, 4, 6, 8)
-KVQ4_BLOCKS = (64, 100, 128, 256, 512)
+# 102: a ragged block (not a multiple of SUB = 4), where a sub-chunk could overrun its block's end.
+KVQ4_BLOCKS = (64, 100, 102, 128, 256, 512)
 MULTI_QUERY_HEAD_DIMS = (64, 128, 256)
 MX_DTYPES = {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}
 
