@@ -432,8 +432,8 @@ def test_property_round_trip_error_bound(gate, case):
 def test_pack_unpack_round_trip(gate, bits):
     codes = np.random.default_rng(bits).integers(0, 1 << bits, (3, 96), dtype=np.uint32)
     packed = quant.pack(codes, bits)
-    gate.equal(packed.shape, (3, 96 * bits // 32), what="words per row")
-    gate.equal(quant.unpack(packed, bits), codes, what="unpack inverts pack")
+    gate.equal(packed.shape, (3, 96 * bits // 32), what="words per row", kernel="reference.quant.pack")
+    gate.equal(quant.unpack(packed, bits), codes, what="unpack inverts pack", kernel="reference.quant.pack")
 
 
 # --- bad input ----------------------------------------------------------------
