@@ -65,13 +65,12 @@ strided and transposed planes, bad input).
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import mlx.core as mx
-import numpy as np
 
 from impl.arms import resolve_arm
+from impl.checks import check_int, check_scale
 from impl.kernels import KernelSpec, Launch
 
 __all__ = [
@@ -285,13 +284,6 @@ def _check_planes(name: str, planes: QuantizedKV, dtype: mx.Dtype) -> tuple[int,
     return kvh, n
 
 
-def _check_scale(scale) -> float:
-    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
-        raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
-    if not math.isfinite(float(scale)):
-        raise ValueError(f"scale must be finite, got {scale!r}")
-    return float(scale)
-
 
 def _validate(q, keys, values, scale, block) -> tuple[QuantizedKV, QuantizedKV, float, int]:
     if not isinstance(q, mx.array):
@@ -312,11 +304,7 @@ def _validate(q, keys, values, scale, block) -> tuple[QuantizedKV, QuantizedKV, 
     if (h // kvh) % 2:
         raise ValueError(f"q has H={h} heads over KVH={kvh}: the GQA factor {h // kvh} must be even "
                          "(the kernel splits a KV head's queries into 2 head groups)")
-    if isinstance(block, bool) or not isinstance(block, (int, np.integer)):
-        raise TypeError(f"block must be an int, got {type(block).__name__}")
-    if block < 1:
-        raise ValueError(f"block must be >= 1 token, got {block}")
-    return keys, values, _check_scale(scale), int(block)
+    return keys, values, check_scale(scale), check_int("block", block, minimum=1)
 
 
 def _check_fits(arm: str, rep: int) -> None:

@@ -26,17 +26,9 @@ from collections.abc import Sequence
 
 import mlx.core as mx
 
+from impl.checks import check_int
 
 
-def check_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """``value`` if it is an int in [minimum, maximum]; else TypeError/ValueError naming ``name``."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return value
 
 
 def _check_window(window) -> int | None:

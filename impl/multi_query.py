@@ -73,12 +73,12 @@ causality, bad input).
 
 from __future__ import annotations
 
-import math
 
 import mlx.core as mx
 import numpy as np
 
 from impl.arms import resolve_arm
+from impl.checks import check_scale
 from impl.kernels import KernelSpec, Launch
 
 __all__ = [
@@ -278,13 +278,6 @@ def default_splits(n: int) -> int:
 # --- validation -------------------------------------------------------------
 
 
-def _check_scale(scale) -> float:
-    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
-        raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
-    if not math.isfinite(float(scale)):
-        raise ValueError(f"scale must be finite, got {scale!r}")
-    return float(scale)
-
 
 def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
     """Checks everything a launch depends on; returns (scale, splits)."""
@@ -315,7 +308,7 @@ def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
                          f"KV head; the kernel's threadgroup holds at most {MAX_VECTORS}")
     if n < L:
         raise ValueError(f"keys hold N={n} positions, fewer than q's L={L} rows (the rows are the last L positions)")
-    scale = _check_scale(scale)
+    scale = check_scale(scale)
     if splits is None:
         return scale, default_splits(n)
     if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)):
@@ -376,7 +369,7 @@ def _graph(qs: mx.array, keys: mx.array, values: mx.array, splits: int) -> mx.ar
     """The partial + merge kernels in MLX ops (the module docstring says where they differ)."""
     _, h, L, d = qs.shape
     kvh, n = keys.shape[1], keys.shape[2]
-    rep, nq = h // kvh, (h // kvh) * L
+    nq = (h // kvh) * L
     per = -(-n // splits)
     blocks = -(-per // BK)
 

@@ -55,7 +55,6 @@ CUDA arm's record on an NVIDIA H200: ``reports/runs/2026-11-29-h200-cuda/``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -63,6 +62,7 @@ import mlx.core as mx
 import numpy as np
 
 from impl.arms import resolve_arm
+from impl.checks import check_int, check_scale
 from impl.kernels import KernelSpec, Launch
 
 __all__ = [
@@ -180,13 +180,6 @@ assert QUANTIZED_PARTIAL_SOURCE.count("InT(") == 2, "the seed's replacements mus
 # --- validation -------------------------------------------------------------
 
 
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
 
 def _table(block_table, num_blocks: int) -> mx.array:
     if isinstance(block_table, mx.array):
@@ -229,18 +222,15 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
                          "use paged_attention_gather (the gather + SDPA control) for longer prefills")
     if n < 1:
         raise ValueError("q must have at least one query row")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
-        raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
-    if not math.isfinite(float(scale)):
-        raise ValueError(f"scale must be finite, got {scale!r}")
+    scale = check_scale(scale)
     dtype = storage.dtype
     if dtype not in PAGED_DTYPES:
         raise ValueError(f"storage.dtype must be one of {PAGED_DTYPES}, got {dtype}")
     if q.dtype != dtype:
         raise ValueError(f"q has dtype {q.dtype} but the pool's dtype (storage.dtype) is {dtype}")
-    block_size = _check_int("storage.block_size", storage.block_size, 1)
-    head_dim = _check_int("storage.head_dim", storage.head_dim, 1)
-    v_head_dim = _check_int("storage.v_head_dim", storage.v_head_dim, 1)
+    block_size = check_int("storage.block_size", storage.block_size, minimum=1)
+    head_dim = check_int("storage.head_dim", storage.head_dim, minimum=1)
+    v_head_dim = check_int("storage.v_head_dim", storage.v_head_dim, minimum=1)
     if dk != head_dim:
         raise ValueError(f"q has Dk={dk} but storage.head_dim is {head_dim}")
     keys, values = storage.keys, storage.values
@@ -259,7 +249,7 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
         group = getattr(quant, "group_size", None)
         if bits not in QUANTIZED_BITS:
             raise ValueError(f"storage.quantization.bits must be one of {QUANTIZED_BITS}, got {bits!r}")
-        _check_int("storage.quantization.group_size", group, 1)
+        check_int("storage.quantization.group_size", group, minimum=1)
         for name, dim in (("head_dim", head_dim), ("v_head_dim", v_head_dim)):
             if dim % group:
                 raise ValueError(f"storage.quantization.group_size={group} does not divide storage.{name}={dim}")
@@ -270,7 +260,7 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
             _check_plane(name, getattr(storage, name), (num_blocks, hkv, block_size, dim // group), dtype)
             for name, dim in (("key_scales", head_dim), ("key_biases", head_dim),
                               ("value_scales", v_head_dim), ("value_biases", v_head_dim)))
-    length = _check_int("length", length, 1)
+    length = check_int("length", length, minimum=1)
     table = _table(block_table, num_blocks)
     if length < n:
         raise ValueError(f"length={length} is shorter than the n={n} query rows it must contain")

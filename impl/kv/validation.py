@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from impl.masks import check_int
+from impl.checks import check_int
 
 KV_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 

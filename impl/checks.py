@@ -1,0 +1,32 @@
+"""Argument checks shared by every public function in ``impl``.
+
+Each returns the normalized value or raises TypeError (wrong kind) / ValueError
+(out of range) naming the argument. ``reference`` keeps its own checks on
+purpose: the oracles import nothing from the code they judge.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def check_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as an int in [minimum, maximum]; Python and NumPy integers, never bool."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return int(value)
+
+
+def check_scale(scale) -> float:
+    """A softmax scale: a finite real number, as a float."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
+    if not math.isfinite(float(scale)):
+        raise ValueError(f"scale must be finite, got {scale!r}")
+    return float(scale)
