@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 from impl.kvq4_decode import THREADGROUP_MEMORY, kvq4_decode, threadgroup_bytes
-from properties.strategies.decode import (build_kvq4_case, decode_error_floor, hoeffding_kl_limit, kvq4_oracles,
+from properties.strategies import (build_kvq4_case, decode_error_floor, hoeffding_kl_limit, kvq4_oracles,
                                           lm_head)
 from reference import metrics
 

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from impl.multi_query import default_splits, multi_query_causal
-from properties.strategies.decode import (build_multi_query_case, decode_error_floor, hoeffding_kl_limit, lm_head,
+from properties.strategies import (build_multi_query_case, decode_error_floor, hoeffding_kl_limit, lm_head,
                                           multi_query_oracles, working_dtype)
 from reference import metrics
 

@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 
 from impl.normalized_argmax import TILE, normalized_argmax, normalized_argmax_native
+from properties import strategies as sts
 from reference.sampling import normalized_argmax_ref, round_to
 
 DTYPES = ["bfloat16", "float16", "float32"]
 VOCAB_SIZES = [1023, 1024, 1025, 2049, 32000, 151936]
-MX_DTYPES = {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}
 # ULP of 1.0 in each dtype: two logits 1 apart in ULPs stay distinct, their scores
 # near -log(V) (4 to 16 times coarser) round together.
 EPS = {"bfloat16": 2.0**-7, "float16": 2.0**-10, "float32": 2.0**-23}
@@ -74,7 +74,7 @@ ROWS = ["plain", "tie_in_tile", "tie_across_tiles", "tie_at_tile_edge", "roundin
 def batch(dtype: str, V: int) -> tuple[np.ndarray, mx.array]:
     rng = np.random.default_rng(V)
     rows = np.stack([round_to(row(kind, V, dtype, rng), dtype) for kind in ROWS])
-    return rows, mx.array(rows.astype(np.float32)).astype(MX_DTYPES[dtype])
+    return rows, sts.to_mx(rows, dtype)
 
 
 @pytest.mark.gate

@@ -29,6 +29,7 @@ import pytest
 from impl.paged_attention import paged_attention, paged_attention_gather
 from properties import strategies as sts
 from reference import metrics
+from reference.attention import UNIT_ROUNDOFF
 
 DTYPES = ["bfloat16", "float16", "float32"]
 # (Hq, Hkv, Dk, Dv, block_size, length, n): MHA/GQA/MQA, odd head dims, lengths
@@ -46,9 +47,6 @@ QUANTIZATIONS = [sts.PagedQuantization(4, 32), sts.PagedQuantization(4, 64), sts
                  sts.PagedQuantization(8, 128)]
 QUANT_GEOMETRIES = [(8, 2, 128, 128, 16, 300, 4), (4, 1, 256, 256, 32, 130, 1)]
 
-LM_VOCAB = 512
-LOGIT_SCALE = 8.0
-UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24}
 
 
 def geometry_id(g) -> str:
@@ -70,11 +68,6 @@ def direct(case, arm):
     return paged_attention(case.q_mx, case.storage, case.table, case.length, scale=case.scale, arm=arm)
 
 
-def lm_head(dv: int) -> np.ndarray:
-    """A fixed random LM head W [Dv, V], N(0, LOGIT_SCALE^2 / Dv): logits of unit-RMS rows have std LOGIT_SCALE."""
-    return np.random.default_rng(1234 + dv).standard_normal((dv, LM_VOCAB)) * LOGIT_SCALE / np.sqrt(dv)
-
-
 @pytest.mark.gate
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=geometry_id)
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -85,11 +78,8 @@ def test_dense_pool(arm, gate, dtype, geometry):
     floor, why = sts.error_ratio_floor(case, ref)
     gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel="paged_attention", case=case.id)
 
-    # KL through an LM head. With per-element output error |e_d| <= eps, the
-    # logit error dz_j = sum_d e_d W_dj is at most eps * ||W_:,j||_1, and by
-    # Hoeffding's lemma KL(p || p e^dz / Z) <= (max dz - min dz)^2 / 8
-    # <= (eps * max_j ||W_:,j||_1)^2 / 2.
-    w = lm_head(case.dv)
+    # KL through the fixed LM head, bounded by Hoeffding's lemma from a per-element output error eps.
+    w = sts.lm_head(case.dv)
     rows = case.hq * case.n
     ref_logits = ref.reshape(rows, case.dv) @ w
     out_logits = metrics.as_f64(out).reshape(rows, case.dv) @ w
@@ -100,12 +90,8 @@ def test_dense_pool(arm, gate, dtype, geometry):
         eps = 2 * u * float(np.max(np.abs(ref)))
         source = (f"2 * u * max|ref| (u = {u:g}, {dtype}'s unit roundoff: the output's rounding, doubled "
                   "to cover the float32 accumulation, which is 2^8 times finer or more)")
-    w1 = float(np.max(np.abs(w).sum(axis=0)))
-    limit = (eps * w1) ** 2 / 2
-    gate.kl(ref_logits, out_logits, limit=limit,
-            why=(f"Hoeffding: KL <= (eps * max_j ||W_j||_1)^2 / 2 with eps = {eps:.3g} per output element from "
-                 f"{source}, ||W_j||_1 <= {w1:.4g} for the fixed LM head N(0, {LOGIT_SCALE:g}^2/Dv) of "
-                 f"{LM_VOCAB} logits"),
+    limit, hoeffding = sts.hoeffding_kl_limit(eps, w)
+    gate.kl(ref_logits, out_logits, limit=limit, why=f"{hoeffding}; eps = {eps:.3g} per output element from {source}",
             kernel="paged_attention", case=case.id)
 
 

@@ -28,12 +28,6 @@ from reference.sampling import normalized_argmax_ref
 
 FIXTURES_OK = settings(suppress_health_check=[*settings.default.suppress_health_check,
                                               HealthCheck.function_scoped_fixture])
-MX_DTYPES = {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}
-
-
-def to_mx(logits: np.ndarray, dtype: str) -> mx.array:
-    """NumPy logits in ``dtype`` (bfloat16 as ml_dtypes) as an mx.array of that dtype, values exact."""
-    return mx.array(logits.astype(np.float32)).astype(MX_DTYPES[dtype])
 
 
 def case_id(batch) -> str:
@@ -43,7 +37,7 @@ def case_id(batch) -> str:
 @FIXTURES_OK
 @given(batch=sts.logits_batches())
 def test_matches_the_contract_oracle(arm, gate, batch):
-    logits = to_mx(batch.logits, batch.dtype)
+    logits = sts.to_mx(batch.logits, batch.dtype)
     out = normalized_argmax(logits, arm=arm)
     assert out.dtype == mx.uint32 and out.shape == logits.shape[:-1]
     lse = mx.logsumexp(logits, axis=-1, keepdims=True)
@@ -55,7 +49,7 @@ def test_matches_the_contract_oracle(arm, gate, batch):
 @FIXTURES_OK
 @given(batch=sts.logits_batches())
 def test_matches_native_where_native_has_no_nan(arm, gate, batch):
-    logits = to_mx(batch.logits, batch.dtype)
+    logits = sts.to_mx(batch.logits, batch.dtype)
     scores = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
     clean = ~np.array(mx.any(mx.isnan(scores), axis=-1))
     out, native = np.array(normalized_argmax(logits, arm=arm)), np.array(normalized_argmax_native(logits))
@@ -67,7 +61,7 @@ def test_matches_native_where_native_has_no_nan(arm, gate, batch):
 @FIXTURES_OK
 @given(batch=sts.logits_batches(vocab_sizes=(1023, 1025, 2049), max_rows=6), data=st.data())
 def test_rows_are_independent(arm, gate, batch, data):
-    logits = to_mx(batch.logits, batch.dtype)
+    logits = sts.to_mx(batch.logits, batch.dtype)
     rows = logits.shape[0]
     order = data.draw(st.permutations(range(rows)), label="row order")
     whole = np.array(normalized_argmax(logits, arm=arm))

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import ml_dtypes
+import mlx.core as mx
 import numpy as np
 from hypothesis import strategies as st
 
@@ -34,7 +35,13 @@ __all__ = [
     "attention_masks",
     "attention_shapes",
     "head_counts",
+    "hoeffding_kl_limit",
+    "lm_head",
+    "LM_VOCAB",
+    "LOGIT_SCALE",
+    "MX_DTYPES",
     "numpy_dtype",
+    "to_mx",
 ]
 
 HEAD_DIMS = (64, 80, 96, 128, 256)
@@ -43,6 +50,9 @@ HEAD_LAYOUTS = ("mha", "gqa", "mqa")
 # none: attend everywhere; causal: the string "causal" (bottom-right);
 # bool: a boolean array; additive: a float array in the case's dtype.
 MASK_KINDS = ("none", "causal", "bool", "additive")
+
+
+MX_DTYPES = {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}
 
 
 def numpy_dtype(name: str) -> np.dtype:
@@ -208,3 +218,35 @@ def attention_cases(draw, *, dtypes=ATTENTION_DTYPES, shapes=None, mask_kinds=MA
     window = draw(st.one_of(st.none(), st.integers(1, s.N + 1))) if windows else None
     sink = (2.0 * rng.standard_normal(s.hq)).astype(np_dtype) if sinks and draw(st.booleans()) else None
     return AttentionCase(s, dtype, q, k, v, float(scale), kind, mask, window, sink, seed)
+
+
+def to_mx(a: np.ndarray, dtype: str | None = None) -> mx.array:
+    """NumPy (bfloat16 as ml_dtypes) -> mx.array: float planes in ``dtype`` (exact for values of it, NaN
+    kept); ``dtype=None`` keeps the array's own dtype (uint32 planes)."""
+    if dtype is None:
+        return mx.array(a)
+    return mx.array(a.astype(np.float32)).astype(MX_DTYPES[dtype])
+
+
+# --- the KL gate's LM head (shared by every attention kernel's KL gate) ----------
+
+LM_VOCAB = 512
+LOGIT_SCALE = 8.0
+
+
+def lm_head(d: int) -> np.ndarray:
+    """A fixed random LM head W [d, LM_VOCAB], N(0, LOGIT_SCALE^2 / d): logits of unit-RMS rows have std LOGIT_SCALE."""
+    return np.random.default_rng(1234 + d).standard_normal((d, LM_VOCAB)) * LOGIT_SCALE / np.sqrt(d)
+
+
+def hoeffding_kl_limit(eps: float, w: np.ndarray) -> tuple[float, str]:
+    """KL limit for outputs within ``eps`` per element, through the LM head ``w``.
+
+    The logit error dz_j = sum_d e_d W_dj is at most eps * ||W_:,j||_1, and by
+    Hoeffding's lemma KL(p || p e^dz / Z) <= (max dz - min dz)^2 / 8 <=
+    (eps * max_j ||W_:,j||_1)^2 / 2.
+    """
+    w1 = float(np.max(np.abs(w).sum(axis=0)))
+    limit = (eps * w1) ** 2 / 2
+    return limit, (f"Hoeffding: KL <= (eps * max_j ||W_j||_1)^2 / 2 with ||W_j||_1 <= {w1:.4g} "
+                   f"(fixed LM head N(0, {LOGIT_SCALE:g}^2/D), {LM_VOCAB} logits)")

@@ -47,7 +47,7 @@ from reference import metrics
 from reference import quant as quant_ref
 from reference.attention import attention_noise_floor, attention_ref
 
-from .attention import numpy_dtype
+from .attention import numpy_dtype, to_mx
 
 __all__ = [
     "CACHE_LAYOUTS",
@@ -61,10 +61,8 @@ __all__ = [
     "build_multi_query_case",
     "cache_view",
     "decode_error_floor",
-    "hoeffding_kl_limit",
     "kvq4_cases",
     "kvq4_oracles",
-    "lm_head",
     "multi_query_cases",
     "multi_query_oracles",
     "working_dtype",
@@ -76,14 +74,6 @@ KVQ4_GQA = (2, 4, 6, 8)
 # 102: a ragged block (not a multiple of SUB = 4), where a sub-chunk could overrun its block's end.
 KVQ4_BLOCKS = (64, 100, 102, 128, 256, 512)
 MULTI_QUERY_HEAD_DIMS = (64, 128, 256)
-MX_DTYPES = {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}
-
-
-def _to_mx(a: np.ndarray, dtype: str | None) -> mx.array:
-    """NumPy -> mx.array: float planes in ``dtype`` (exact for values of it, NaN kept), uint32 as is."""
-    if dtype is None:
-        return mx.array(a)
-    return mx.array(a.astype(np.float32)).astype(MX_DTYPES[dtype])
 
 
 def cache_view(x: np.ndarray, dtype: str | None, layout: str, rng: np.random.Generator) -> mx.array:
@@ -95,7 +85,7 @@ def cache_view(x: np.ndarray, dtype: str | None, layout: str, rng: np.random.Gen
     if layout not in CACHE_LAYOUTS:
         raise ValueError(f"layout must be one of {CACHE_LAYOUTS}, got {layout!r}")
     if layout == "contiguous":
-        return _to_mx(x, dtype)
+        return to_mx(x, dtype)
     _, kvh, n, w = x.shape
     off = 0 if layout == "slice" else int(rng.integers(1, 9))
     h0 = 1 if layout == "heads" else 0
@@ -107,9 +97,9 @@ def cache_view(x: np.ndarray, dtype: str | None, layout: str, rng: np.random.Gen
         cache = np.full(shape, np.nan, np.float32)
     cache[:, h0:h0 + kvh, off:off + n] = x
     if layout == "transposed":  # stored [1, H, W, capacity]: the view's last axis has stride capacity
-        view = _to_mx(np.ascontiguousarray(cache.transpose(0, 1, 3, 2)), dtype).transpose(0, 1, 3, 2)
+        view = to_mx(np.ascontiguousarray(cache.transpose(0, 1, 3, 2)), dtype).transpose(0, 1, 3, 2)
     else:
-        view = _to_mx(cache, dtype)
+        view = to_mx(cache, dtype)
     return view[:, h0:h0 + kvh, off:off + n]
 
 
@@ -146,7 +136,7 @@ class Kvq4Case(_Case):
 
     @property
     def q_mx(self) -> mx.array:
-        return _to_mx(self.q, self.dtype)
+        return to_mx(self.q, self.dtype)
 
     @property
     def rep(self) -> int:
@@ -242,7 +232,7 @@ class MultiQueryCase(_Case):
 
     @property
     def q_mx(self) -> mx.array:
-        return _to_mx(self.q, self.dtype)
+        return to_mx(self.q, self.dtype)
 
     @property
     def nq(self) -> int:
@@ -324,23 +314,3 @@ def decode_error_floor(ref: np.ndarray, dtype: str, q=None, k=None, v=None, *, s
                          "(reference.attention.attention_noise_floor)")
 
 
-LM_VOCAB = 512
-LOGIT_SCALE = 8.0
-
-
-def lm_head(d: int) -> np.ndarray:
-    """A fixed random LM head W [d, 512], N(0, 8^2 / d): logits of unit-RMS rows have std 8."""
-    return np.random.default_rng(4321 + d).standard_normal((d, LM_VOCAB)) * LOGIT_SCALE / np.sqrt(d)
-
-
-def hoeffding_kl_limit(eps: float, w: np.ndarray) -> tuple[float, str]:
-    """KL limit for outputs within ``eps`` per element, through the LM head ``w``.
-
-    The logit error dz_j = sum_d e_d W_dj is at most eps * ||W_:,j||_1, and by
-    Hoeffding's lemma KL(p || p e^dz / Z) <= (max dz - min dz)^2 / 8 <=
-    (eps * max_j ||W_:,j||_1)^2 / 2.
-    """
-    w1 = float(np.max(np.abs(w).sum(axis=0)))
-    limit = (eps * w1) ** 2 / 2
-    return limit, (f"Hoeffding: KL <= (eps * max_j ||W_j||_1)^2 / 2 with ||W_j||_1 <= {w1:.4g} "
-                   f"(fixed LM head N(0, {LOGIT_SCALE:g}^2/D), {LM_VOCAB} logits)")

@@ -34,9 +34,10 @@ import numpy as np
 from hypothesis import strategies as st
 
 from reference import quant as quant_ref
+from reference.attention import UNIT_ROUNDOFF
 from reference.sampling import round_to
 
-from .attention import head_counts, numpy_dtype
+from .attention import MX_DTYPES, head_counts, numpy_dtype, to_mx
 
 __all__ = [
     "PAGED_BITS",
@@ -65,7 +66,6 @@ PAGED_BITS = (4, 8)
 PAGED_GROUPS = (32, 64, 128)
 PAGED_PART = 64  # the kernel's partition length
 
-MX_DTYPES = {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class PagedCase:
 
     @property
     def q_mx(self) -> mx.array:
-        return _to_mx(self.q, self.dtype)
+        return to_mx(self.q, self.dtype)
 
     @property
     def layout(self) -> str:
@@ -137,11 +137,6 @@ class PagedCase:
         q = f"-q{self.quant.bits}g{self.quant.group_size}" if self.quant else ""
         return (f"{self.dtype}{q}-{self.layout}-Hq{self.hq}-Hkv{self.hkv}-n{self.n}-Dk{self.dk}-Dv{self.dv}"
                 f"-bs{self.block_size}-len{self.length}")
-
-
-def _to_mx(a: np.ndarray, dtype: str) -> mx.array:
-    """NumPy (bfloat16 as ml_dtypes) -> mx.array in ``dtype``; exact for values of that dtype, NaN kept."""
-    return mx.array(a.astype(np.float32)).astype(MX_DTYPES[dtype])
 
 
 def dequantize_on_load_ref(packed: np.ndarray, scales: np.ndarray, biases: np.ndarray, *, bits: int,
@@ -190,7 +185,7 @@ def make_storage(live: dict[str, np.ndarray], *, dtype: str, table: list[int], n
             garbage = rng.integers(0, 2**32, (num_blocks, rows.shape[1], block_size, rows.shape[2]), dtype=np.uint64)
             planes[name] = mx.array(_pool(rows, table, num_blocks, block_size, garbage.astype(np.uint32)))
         else:
-            planes[name] = _to_mx(_pool(rows, table, num_blocks, block_size, fill), dtype)
+            planes[name] = to_mx(_pool(rows, table, num_blocks, block_size, fill), dtype)
     return ArrayPagedStorage(block_size=block_size, head_dim=head_dim, v_head_dim=v_head_dim, dtype=MX_DTYPES[dtype],
                              quantization=quant, **planes)
 
@@ -263,7 +258,6 @@ def paged_cases(draw, *, dtypes=PAGED_DTYPES, quantized: bool | None = False, he
 
 # --- oracles and thresholds shared by the properties and the parity gates ----
 
-F32_UNIT_ROUNDOFF = 2.0**-24
 
 
 def paged_oracles(case: PagedCase) -> tuple[np.ndarray, np.ndarray]:
@@ -307,7 +301,7 @@ def error_ratio_floor(case: PagedCase, ref: np.ndarray) -> tuple[float, str]:
     if case.dtype != "float32":
         return ulp_floor, ""
     s_max, v_max = visible_score_max(case), float(np.max(np.abs(case.v.astype(np.float64))))
-    floor = ulp_floor + 2.0 * F32_UNIT_ROUNDOFF * s_max * v_max
+    floor = ulp_floor + 2.0 * UNIT_ROUNDOFF["float32"] * s_max * v_max
     why = (f"FlashAttention's rule (factor 2 against the naive float32 baseline) with a float32 noise floor: "
            f"one output ULP at max|ref| ({ulp_floor:.3g}) + one float32 rounding of every score, "
            f"u=2^-24 times max|s|={s_max:.3g}, propagated through softmax as 2*max|ds|*max|v| "
