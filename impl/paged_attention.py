@@ -56,6 +56,7 @@ CUDA arm's record on an NVIDIA H200: ``reports/runs/2026-11-29-h200-cuda/``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 import mlx.core as mx
@@ -68,18 +69,30 @@ from impl.kernels import KernelSpec, Launch
 __all__ = [
     "DIRECT_MAX_QUERIES",
     "PAGED_DTYPES",
-    "PART",
+    "MAX_ROWS",
+    "PARTITION_QUANTUM",
+    "SIMDGROUPS",
+    "TARGET_THREADGROUPS",
     "PagedStorage",
     "QUANTIZED_BITS",
     "merge_launch",
     "paged_attention",
     "paged_attention_gather",
     "partial_launch",
+    "partition_size",
+    "rows_per_threadgroup",
 ]
 
 DIRECT_MAX_QUERIES = 8
-PART = 64  # tokens per partition
 SIMD = 32
+SIMDGROUPS = 4  # SIMD groups per partial threadgroup: four 8-token batches in flight per round
+MAX_ROWS = 4  # query rows (GQA heads x query rows) one threadgroup serves: registers grow with it
+PARTITION_QUANTUM = 64  # partitions are whole multiples of this many tokens
+# Partitions are sized so that a launch has about this many threadgroups: an NVIDIA H200 has 132 SMs
+# and keeps ~8 of these 128-thread groups resident per SM, so 1024 is one full wave (about);
+# fewer leaves SMs idle at long N, many more only adds partials to merge.
+TARGET_THREADGROUPS = 1024
+THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory a body may declare: Apple GPUs' limit
 PAGED_DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 QUANTIZED_BITS = (4, 8)
 
@@ -101,87 +114,234 @@ class PagedStorage(Protocol):
     quantization: object | None  # None, or has .bits in {4, 8} and .group_size
 
 
-# Each SIMD group reduces one query/head over a bounded sequence partition.
-# Only partial output vectors and normalizers materialize, never gathered KV.
-PARTIAL_SOURCE = """
-  uint lane = thread_position_in_threadgroup.x;
-  uint hq = threadgroup_position_in_grid.y % HQ;
-  uint query = threadgroup_position_in_grid.y / HQ;
-  uint part = threadgroup_position_in_grid.z;
-  uint hk = hq / (HQ / HK);
-  float accum[(DV + 31) / 32];
-  for (uint j = 0; j < (DV + 31) / 32; ++j) accum[j] = 0;
-  float maximum = -INFINITY, total = 0;
-  uint length = uint(scale[1]);
-  uint count = (length + PART - 1) / PART;
-  uint end = min(uint(length - N + query + 1), (part + 1) * PART);
-  for (uint token = part * PART; token < end; ++token) {
-    uint physical = table[token / BS];
-    uint keyBase = ((physical * HK + hk) * BS + token % BS) * DK;
-    float score = 0;
-    for (uint d = lane; d < DK; d += 32)
-      score += float(q[(hq * N + query) * DK + d]) * float(keys[keyBase + d]);
-    score = simd_sum(score) * scale[0];
-    float next = max(maximum, score);
-    float previous = exp(maximum - next), weight = exp(score - next);
-    uint valueBase = ((physical * HK + hk) * BS + token % BS) * DV;
-    for (uint j = 0; j < (DV + 31) / 32; ++j) {
-      uint d = j * 32 + lane;
-      if (d < DV) accum[j] = accum[j] * previous + weight * float(values[valueBase + d]);
-    }
-    total = total * previous + weight; maximum = next;
-  }
-  uint base = ((hq * N + query) * count + part);
-  for (uint j = 0; j < (DV + 31) / 32; ++j) {
-    uint d = j * 32 + lane;
-    if (d < DV) out[base * DV + d] = accum[j];
-  }
-  if (lane == 0) { normal[base * 2] = maximum; normal[base * 2 + 1] = total; }
+# Each threadgroup is one KV head x one partition of the sequence and serves every query row that
+# reads that head (GQA: K/V are read once per head, not once per query head). Only partial output
+# vectors and normalizers materialize, never gathered KV.
+HEADER = """
+#ifndef DEVICE_MEM
+#define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
+#endif
 """
 
-# The seed derives the affine KV4/KV8 body from the plain one: dequantize on load.
-QUANTIZED_PARTIAL_SOURCE = PARTIAL_SOURCE.replace(
-    "float(keys[keyBase + d])",
-    "float(InT(float(ks[(keyBase+d)/GROUP]) * float((keys[(keyBase+d)/PACK] >> (((keyBase+d)%PACK)*BITS)) "
-    "& ((1u<<BITS)-1u)) + float(kb[(keyBase+d)/GROUP])))",
-).replace(
-    "float(values[valueBase + d])",
-    "float(InT(float(vs[(valueBase+d)/GROUP]) * float((values[(valueBase+d)/PACK] >> (((valueBase+d)%PACK)*BITS)) "
-    "& ((1u<<BITS)-1u)) + float(vb[(valueBase+d)/GROUP])))",
-)
+PARTIAL_SOURCE = """
+  constexpr uint G = HQ / HK, ROWS = G * N, CHUNKS = (ROWS + R - 1) / R;
+  constexpr uint JK = (DK + 32 * VK - 1) / (32 * VK), JV = (DV + 32 * VV - 1) / (32 * VV);
+  const uint lane = thread_index_in_simdgroup, sg = simdgroup_index_in_threadgroup;
+  const uint part = threadgroup_position_in_grid.x;
+  const uint hk = threadgroup_position_in_grid.y / CHUNKS, chunk = threadgroup_position_in_grid.y % CHUNKS;
+  const uint length = uint(scale[1]), span = uint(scale[2]);
+  const uint count = (length + span - 1) / span;
+  if (part >= count) return;  // the grid is rounded up (see partial_launch): this group has no partition
+  const uint first = part * span, last = min(length, first + span);
+  // The rows of this chunk: row i is query head hq = hk * G + r / N, query row r % N (r = chunk * R + i).
+  uint lim[R], out_row[R];
+  float qv[R][JK * VK];
+  uint stop = first;
+  for (uint i = 0; i < R; ++i) {
+    const uint r = chunk * R + i;
+    const uint hq = hk * G + r / N, query = r % N;
+    const uint end = min(uint(length - N + query + 1), last);
+    lim[i] = r < ROWS ? end : 0;  // bottom-right causal: query i sees tokens j <= length - N + i
+    out_row[i] = hq * N + query;
+    stop = max(stop, lim[i]);
+    for (uint j = 0; j < JK; ++j)
+      for (uint e = 0; e < VK; ++e) {
+        const uint d = (j * 32 + lane) * VK + e;
+        qv[i][j * VK + e] = (r < ROWS && d < DK) ? float(q[(hq * N + query) * DK + d]) : 0.0f;
+      }
+  }
+  float m[R], l[R], o[R][JV * VV];
+  for (uint i = 0; i < R; ++i) {
+    m[i] = -INFINITY; l[i] = 0.0f;
+    for (uint j = 0; j < JV * VV; ++j) o[i][j] = 0.0f;
+  }
+  // Each SIMD group takes batches of 8 tokens, SG batches apart. Lane l's dims of a row are
+  // (j * 32 + l) * V + e: a warp reads a K or V row as one coalesced run of vectors. A batch issues
+  // its 8 K rows and 8 V rows together (16 loads in flight per lane), and the block table entries
+  // of the group's next batch are read one batch ahead, so a batch waits on one memory latency.
+  uint block[8];
+  for (uint k = 0; k < 8; ++k) {
+    const uint t = first + sg * 8 + k;
+    block[k] = table[min(t, stop - 1) / BS];  // past the end: a live token's block, masked below
+  }
+  for (uint t0 = first + sg * 8; t0 < stop; t0 += SG * 8) {
+    uint rows[8];  // (physical block, head, slot) row index of each token
+    for (uint k = 0; k < 8; ++k) {
+      const uint t = min(t0 + k, stop - 1);  // past the end: re-read a live token, masked below
+      rows[k] = (block[k] * HK + hk) * BS + t % BS;
+    }
+    for (uint k = 0; k < 8; ++k) {
+      const uint t = t0 + SG * 8 + k;
+      if (t0 + SG * 8 < stop) block[k] = table[min(t, stop - 1) / BS];
+    }
+    float dot[R][8], vbuf[8][JV * VV];
+    for (uint k = 0; k < 8; ++k) {
+      for (uint i = 0; i < R; ++i) dot[i][k] = 0.0f;
+      for (uint j = 0; j < JK; ++j) {
+        const uint d0 = (j * 32 + lane) * VK;
+        if (d0 < DK) {
+          const uint at = rows[k] * DK + d0;
+          float kx[8];
+          LOAD_KEY
+          for (uint i = 0; i < R; ++i)
+            for (uint e = 0; e < VK; ++e) dot[i][k] = fma(qv[i][j * VK + e], kx[e], dot[i][k]);
+        }
+      }
+      for (uint j = 0; j < JV; ++j) {
+        const uint d0 = (j * 32 + lane) * VV;
+        float vx[8];
+        for (uint e = 0; e < VV; ++e) vx[e] = 0.0f;
+        if (d0 < DV) {
+          const uint at = rows[k] * DV + d0;
+          LOAD_VALUE
+        }
+        for (uint e = 0; e < VV; ++e) vbuf[k][j * VV + e] = vx[e];
+      }
+    }
+    // Transpose-reduce the 8 dots across the 32 lanes (9 shuffles, not 8 x 5): each step halves the
+    // tokens a lane keeps and adds its partner's share of them; lane l ends with token l / 4's score.
+    const bool b16 = (lane & 16u) != 0, b8 = (lane & 8u) != 0, b4 = (lane & 4u) != 0;
+    const uint mine = t0 + lane / 4;
+    float p[R];
+    for (uint i = 0; i < R; ++i) {
+      float a[4], c[2];
+      for (uint k = 0; k < 4; ++k)
+        a[k] = (b16 ? dot[i][k + 4] : dot[i][k]) + simd_shuffle_xor(b16 ? dot[i][k] : dot[i][k + 4], 16u);
+      for (uint k = 0; k < 2; ++k)
+        c[k] = (b8 ? a[k + 2] : a[k]) + simd_shuffle_xor(b8 ? a[k] : a[k + 2], 8u);
+      float score = (b4 ? c[1] : c[0]) + simd_shuffle_xor(b4 ? c[0] : c[1], 4u);
+      score += simd_shuffle_xor(score, 2u);
+      score += simd_shuffle_xor(score, 1u);
+      score = score * scale[0];
+      if (mine >= lim[i]) score = -INFINITY;
+      // One online-softmax step per batch: rescale to the new max once, one exp per lane.
+      const float next = max(m[i], simd_max(score));
+      const bool none = next == -INFINITY;  // nothing visible yet: keep the empty state
+      const float factor = none ? 1.0f : exp(m[i] - next);
+      p[i] = none ? 0.0f : exp(score - next);
+      m[i] = next;
+      for (uint j = 0; j < JV * VV; ++j) o[i][j] *= factor;
+      l[i] *= factor;
+    }
+    for (uint k = 0; k < 8; ++k)
+      for (uint i = 0; i < R; ++i) {
+        const float w = simd_shuffle(p[i], k * 4);  // masked tokens (past stop included) weigh 0
+        l[i] += w;
+        for (uint j = 0; j < JV * VV; ++j) o[i][j] = fma(w, vbuf[k][j], o[i][j]);
+      }
+  }
+  // Combine the SIMD groups' states in threadgroup memory (rescaled to their common max).
+  threadgroup float osh[SG * R * DV];
+  threadgroup float msh[SG * R], lsh[SG * R];
+  for (uint i = 0; i < R; ++i) {
+    for (uint j = 0; j < JV; ++j)
+      for (uint e = 0; e < VV; ++e) {
+        const uint d = (j * 32 + lane) * VV + e;
+        if (d < DV) osh[(sg * R + i) * DV + d] = o[i][j * VV + e];
+      }
+    if (lane == 0) { msh[sg * R + i] = m[i]; lsh[sg * R + i] = l[i]; }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint x = thread_index_in_threadgroup; x < R * DV; x += SG * 32) {
+    const uint i = x / DV, d = x % DV;
+    if (chunk * R + i >= ROWS) continue;
+    float top = -INFINITY;
+    for (uint s = 0; s < SG; ++s) top = max(top, msh[s * R + i]);
+    float value = 0.0f, total = 0.0f;
+    for (uint s = 0; s < SG; ++s) {
+      const float ms = msh[s * R + i];
+      if (ms == -INFINITY) continue;
+      const float weight = exp(ms - top);
+      value += weight * osh[(s * R + i) * DV + d];
+      total += weight * lsh[s * R + i];
+    }
+    const uint base = out_row[i] * count + part;
+    out[base * DV + d] = value;
+    if (d == 0) { normal[base * 2] = top; normal[base * 2 + 1] = total; }
+  }
+"""
+
+LOAD_PLAIN = {
+    "LOAD_KEY": """if (VK == 4) {
+            const float4 w = float4(*(const DEVICE_MEM metal::vec<InT, 4>*)(keys + at));
+            kx[0] = w.x; kx[1] = w.y; kx[2] = w.z; kx[3] = w.w;
+          } else {
+            for (uint e = 0; e < VK; ++e) kx[e] = float(keys[at + e]);
+          }""",
+    "LOAD_VALUE": """if (VV == 4) {
+            const float4 w = float4(*(const DEVICE_MEM metal::vec<InT, 4>*)(values + at));
+            vx[0] = w.x; vx[1] = w.y; vx[2] = w.z; vx[3] = w.w;
+          } else {
+            for (uint e = 0; e < VV; ++e) vx[e] = float(values[at + e]);
+          }""",
+}
+# Affine KV4/KV8: a lane's VK = PACK dims are one packed word and one scale group; each
+# element is dequantized on load and rounded to the pool dtype: float(InT(scale * code + bias)).
+LOAD_AFFINE = {
+    "LOAD_KEY": """{
+            const uint word = keys[at / PACK];
+            const float s = float(ks[at / GROUP]), b = float(kb[at / GROUP]);
+            for (uint e = 0; e < VK; ++e) kx[e] = float(InT(s * float((word >> (e * BITS)) & ((1u << BITS) - 1u)) + b));
+          }""",
+    "LOAD_VALUE": """{
+            const uint word = values[at / PACK];
+            const float s = float(vs[at / GROUP]), b = float(vb[at / GROUP]);
+            for (uint e = 0; e < VV; ++e) vx[e] = float(InT(s * float((word >> (e * BITS)) & ((1u << BITS) - 1u)) + b));
+          }""",
+}
 
 MERGE_SOURCE = """
-  uint d = thread_position_in_grid.x;
-  uint row = thread_position_in_grid.y;
-  if (d >= DV) return;
-  uint count = normal_shape[2];
+  // One threadgroup per output row: 32 dims x 8 slices of the partitions, then a reduction.
+  const uint d = thread_position_in_grid.x, slice = thread_position_in_threadgroup.y;
+  const uint x = thread_position_in_threadgroup.x, row = threadgroup_position_in_grid.y;
+  const uint length = uint(scale[1]), span = uint(scale[2]);
+  const uint count = (length + span - 1) / span;  // partitions written (the buffers may hold more)
+  threadgroup float tops[8];
+  threadgroup float values[8][32], totals[8];
   float maximum = -INFINITY;
-  for (uint part = 0; part < count; ++part) maximum = max(maximum, normal[(row * count + part) * 2]);
+  for (uint part = slice; part < count; part += 8) maximum = max(maximum, normal[(row * count + part) * 2]);
+  if (x == 0) tops[slice] = maximum;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint s = 0; s < 8; ++s) maximum = max(maximum, tops[s]);
   float sum = 0, value = 0;
-  for (uint part = 0; part < count; ++part) {
+  for (uint part = slice; part < count; part += 8) {
     uint base = row * count + part;
     float weight = exp(normal[base * 2] - maximum);
     sum += normal[base * 2 + 1] * weight;
-    value += parts[base * DV + d] * weight;
+    value += (d < DV ? parts[base * DV + d] : 0.0f) * weight;
   }
-  out[row * DV + d] = OutT(value / sum);
+  values[slice][x] = value;
+  if (x == 0) totals[slice] = sum;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (slice == 0 && d < DV) {
+    float v = 0, t = 0;
+    for (uint s = 0; s < 8; ++s) { v += values[s][x]; t += totals[s]; }
+    out[row * DV + d] = OutT(v / t);
+  }
 """
 
+
+def _with_loads(loads: dict[str, str]) -> str:
+    body = PARTIAL_SOURCE
+    for marker, code in loads.items():
+        assert body.count(marker) == 1, marker
+        body = body.replace(marker, code)
+    return body
+
+
 PARTIAL = KernelSpec("paged_attention_partial", ("q", "keys", "values", "table", "scale"), ("out", "normal"),
-                     PARTIAL_SOURCE)
+                     _with_loads(LOAD_PLAIN), header=HEADER)
 QUANTIZED_PARTIAL = KernelSpec("paged_attention_affine_partial",
                                ("q", "keys", "values", "table", "scale", "ks", "kb", "vs", "vb"), ("out", "normal"),
-                               QUANTIZED_PARTIAL_SOURCE)
-MERGE = KernelSpec("paged_attention_merge", ("parts", "normal"), ("out",), MERGE_SOURCE)
-
-assert QUANTIZED_PARTIAL_SOURCE.count("InT(") == 2, "the seed's replacements must both apply"
+                               _with_loads(LOAD_AFFINE), header=HEADER)
+MERGE = KernelSpec("paged_attention_merge", ("parts", "normal", "scale"), ("out",), MERGE_SOURCE)
 
 
 # --- validation -------------------------------------------------------------
 
 
 
-def _table(block_table, num_blocks: int) -> mx.array:
+def _table(block_table, num_blocks: int) -> np.ndarray:
     if isinstance(block_table, mx.array):
         if block_table.dtype not in (mx.int32, mx.int64, mx.uint32, mx.int16, mx.uint16, mx.uint8, mx.int8):
             raise ValueError(f"block_table must hold integers, got dtype {block_table.dtype}")
@@ -197,7 +357,7 @@ def _table(block_table, num_blocks: int) -> mx.array:
     bad = (host < 0) | (host >= num_blocks)
     if bad.any():
         raise ValueError(f"block_table entry {int(host[bad][0])} is outside the pool's {num_blocks} blocks")
-    return mx.array(host.astype(np.int32))
+    return host.astype(np.int32)
 
 
 def _check_plane(name: str, array, shape: tuple[int, ...], dtype: mx.Dtype) -> mx.array:
@@ -210,7 +370,7 @@ def _check_plane(name: str, array, shape: tuple[int, ...], dtype: mx.Dtype) -> m
     return array
 
 
-def _validate(q, storage, block_table, length, scale, *, direct: bool):
+def _validate(q, storage, block_table, length, scale, *, direct: bool, bucket: bool = False):
     """Checks everything a launch depends on; returns (table int32, scale float, planes)."""
     if not isinstance(q, mx.array):
         raise TypeError(f"q must be an mx.array, got {type(q).__name__}")
@@ -272,47 +432,134 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
                          f"of block_size {block_size}")
     if direct and length >= 2**24:  # the kernels read length from a float32
         raise ValueError(f"length={length} must be below 2**24 for the direct kernel")
-    return table[:needed], float(scale), planes
+    table = table[:needed]
+    if bucket:  # the compiled arms' table: zero-padded to a power of two (paged_attention says why)
+        table = np.pad(table, (0, _bucket(needed) - needed))
+    return mx.array(table), float(scale), planes
 
 
 # --- the direct kernel -----------------------------------------------------
 
 
-def partial_launch(q: mx.array, storage: PagedStorage, table: mx.array, length: int, scale: float,
-                   planes: Sequence[mx.array] = ()) -> Launch:
-    """The partial pass's call (inputs, template, grid) exactly as the seed issues it."""
+def rows_per_threadgroup(hq: int, hkv: int, n: int, v_head_dim: int) -> int:
+    """Query rows R a partial threadgroup serves: all of its KV head's (G * n) up to ``MAX_ROWS``, fewer
+    when the SIMD groups' combine buffers (SG * R * (Dv + 2) floats) would not fit threadgroup memory."""
+    rows = (hq // hkv) * n
+    fit = THREADGROUP_MEMORY // (4 * SIMDGROUPS * (v_head_dim + 2))
+    if fit < 1:
+        raise ValueError(f"storage.v_head_dim={v_head_dim} is too large for the direct kernel's "
+                         f"{THREADGROUP_MEMORY}-byte combine buffers")
+    return max(1, min(rows, MAX_ROWS, fit))
+
+
+def partition_size(length: int, threadgroups_per_partition: int) -> int:
+    """Tokens per partition: enough partitions for ``TARGET_THREADGROUPS`` threadgroups in all, each a
+    whole number of ``PARTITION_QUANTUM`` tokens (short sequences: one quantum, as the seed's 64)."""
+    wanted = max(1, TARGET_THREADGROUPS // threadgroups_per_partition)
+    quanta = -(-length // (wanted * PARTITION_QUANTUM))
+    return max(1, quanta) * PARTITION_QUANTUM
+
+
+def _span(q: mx.array, storage: PagedStorage, length: int, partition: int | None) -> int:
+    """The partition every arm uses: the caller's, or ``partition_size`` for this launch's threadgroups."""
+    if partition is not None:
+        return partition
     _, hq, n, _ = q.shape
-    hk, dv, parts = storage.keys.shape[1], storage.v_head_dim, -(-length // PART)
-    multiplier = mx.array([scale, length], dtype=mx.float32)
-    template = [("HQ", hq), ("HK", hk), ("N", n), ("DK", storage.head_dim), ("DV", dv),
-                ("BS", storage.block_size), ("PART", PART)]
+    hk = storage.keys.shape[1]
+    rows = rows_per_threadgroup(hq, hk, n, storage.v_head_dim)
+    return partition_size(length, hk * -(-(hq // hk) * n // rows))
+
+
+def _lanes(dim: int, quantization) -> int:
+    """Dims per lane per step: one packed word when quantized, else a 4-vector when dim allows it."""
+    if quantization is not None:
+        return 32 // quantization.bits
+    return 4 if dim % 4 == 0 else 1
+
+
+def partial_launch(q: mx.array, storage: PagedStorage, table: mx.array, length: int, scale: float,
+                   planes: Sequence[mx.array] = (), partition: int | None = None) -> Launch:
+    """The partial pass's call (inputs, template, grid): one threadgroup per (partition, KV head, row chunk)."""
+    _, hq, n, _ = q.shape
+    hk, dk, dv = storage.keys.shape[1], storage.head_dim, storage.v_head_dim
+    rows = rows_per_threadgroup(hq, hk, n, dv)
+    chunks = -(-(hq // hk) * n // rows)
+    span = _span(q, storage, length, partition)
+    # Partition buffers and the grid are rounded up to a power of two: a growing sequence then gets a
+    # new launch shape (a retrace of the compiled pair) only when its partition count doubles.
+    parts = _bucket(-(-length // span))
+    geometry = mx.array([scale, length, span], dtype=mx.float32)
+    quant = storage.quantization
+    template = [("HQ", hq), ("HK", hk), ("N", n), ("DK", dk), ("DV", dv), ("BS", storage.block_size),
+                ("R", rows), ("SG", SIMDGROUPS), ("VK", _lanes(dk, quant)), ("VV", _lanes(dv, quant)),
+                ("InT", storage.dtype)]
     spec = PARTIAL
-    if storage.quantization is not None:
-        bits, group = storage.quantization.bits, storage.quantization.group_size
-        template += [("BITS", bits), ("GROUP", group), ("PACK", 32 // bits), ("InT", storage.dtype)]
+    if quant is not None:
+        template += [("BITS", quant.bits), ("GROUP", quant.group_size), ("PACK", 32 // quant.bits)]
         spec = QUANTIZED_PARTIAL
-    return Launch(spec, (q, storage.keys, storage.values, table, multiplier, *planes), tuple(template),
-                  grid=(SIMD, hq * n, parts), threadgroup=(SIMD, 1, 1),
+    threads = SIMD * SIMDGROUPS
+    return Launch(spec, (q, storage.keys, storage.values, table, geometry, *planes), tuple(template),
+                  grid=(threads * parts, hk * chunks, 1), threadgroup=(threads, 1, 1),
                   output_shapes=((hq, n, parts, dv), (hq, n, parts, 2)), output_dtypes=(mx.float32, mx.float32))
 
 
-def merge_launch(parts: mx.array, normal: mx.array, out_dtype: mx.Dtype) -> Launch:
+MERGE_SLICES = 8  # threads per output element in the merge, each over every 8th partition
+
+
+def _bucket(count: int) -> int:
+    return 1 << (count - 1).bit_length()
+
+
+def merge_launch(parts: mx.array, normal: mx.array, geometry: mx.array, out_dtype: mx.Dtype) -> Launch:
+    """The merge's call: ``geometry`` is the partial's [scale, length, partition] (it counts the partitions)."""
     hq, n, _, dv = parts.shape
-    return Launch(MERGE, (parts, normal), (("OutT", out_dtype), ("DV", dv)),
-                  grid=(-(-dv // SIMD) * SIMD, hq * n, 1), threadgroup=(SIMD, 1, 1),
+    return Launch(MERGE, (parts, normal, geometry), (("OutT", out_dtype), ("DV", dv)),
+                  grid=(-(-dv // SIMD) * SIMD, hq * n * MERGE_SLICES, 1), threadgroup=(SIMD, MERGE_SLICES, 1),
                   output_shapes=((1, hq, n, dv),), output_dtypes=(out_dtype,))
 
 
+def check_partition(partition) -> int | None:
+    if partition is None:
+        return None
+    return check_int("partition", partition, minimum=1)
+
+
 def paged_attention(q: mx.array, storage: PagedStorage, block_table, length: int, *, scale: float,
-                    arm: str | None = None) -> mx.array:
-    """Causal attention of q's n <= 8 rows over the first ``length`` paged tokens (module docstring)."""
-    table, scale, planes = _validate(q, storage, block_table, length, scale, direct=True)
+                    arm: str | None = None, partition: int | None = None) -> mx.array:
+    """Causal attention of q's n <= 8 rows over the first ``length`` paged tokens (module docstring).
+
+    ``partition``: tokens per partition; None chooses it from the length and the heads
+    (``partition_size``). It partitions the softmax, so it is part of the numbers (rounding only).
+    """
     arm = resolve_arm(arm)
+    table, scale, planes = _validate(q, storage, block_table, length, scale, direct=True, bucket=arm != "graph")
+    partition = check_partition(partition)
     if arm == "graph":
-        return _graph(q, storage, table, length, scale)
-    parts, normal = partial_launch(q, storage, table, length, scale, planes).run(arm)
-    (out,) = merge_launch(parts, normal, q.dtype).run(arm)
-    return out
+        return _graph(q, storage, table, length, scale, _span(q, storage, length, partition))
+    # The table comes zero-padded to a power-of-two length (entries past length are never read), so the
+    # compiled pair sees a new table shape only when the sequence doubles.
+    partial = partial_launch(q, storage, table, length, scale, planes, partition)
+    return _compiled_pair(arm, partial.spec, partial.template, partial.grid, partial.threadgroup,
+                          partial.output_shapes, q.dtype)(*partial.inputs)
+
+
+@lru_cache(maxsize=64)
+def _compiled_pair(arm: str, spec: KernelSpec, template, grid, threadgroup, output_shapes, out_dtype: mx.Dtype):
+    """Partial + merge as one ``mx.compile``d function per launch configuration.
+
+    A call then replays the traced pair instead of building two custom-kernel primitives in
+    Python (measured on the H200: 80-140 us of host time per call, more than the kernels' GPU
+    time at N = 32k). The cache key is everything the trace closes over; mx.compile itself
+    retraces when an input's shape or dtype changes.
+    """
+
+    def pair(*inputs):
+        launch = Launch(spec, inputs, template, grid, threadgroup, output_shapes, (mx.float32, mx.float32))
+        parts, normal = launch.run(arm)
+        (out,) = merge_launch(parts, normal, inputs[4], out_dtype).run(arm)
+        return out
+
+    return mx.compile(pair)
 
 
 # --- the graph arm ---------------------------------------------------------
@@ -336,33 +583,40 @@ def _load(storage: PagedStorage, which: str, physical: mx.array, slot: mx.array)
     return (scales * codes + biases).astype(storage.dtype).astype(mx.float32)  # float(InT(s*q + b))
 
 
-def _lane_dot(q: mx.array, k: mx.array) -> mx.array:
-    """q [H, R, D] . k [H, T, D] -> [H, R, T] summed as the kernel sums: each of 32 lanes adds
-    dims lane, lane+32, ... in order (float32), then the 32 lane sums are added (``simd_sum``).
+def _lane_dot(q: mx.array, k: mx.array, per_lane: int) -> mx.array:
+    """q [H, R, D] . k [H, T, D] -> [H, R, T] summed as the kernel sums: lane l owns dims
+    (j * 32 + l) * per_lane + e and adds them in (j, e) order in float32, then the 32 lane sums
+    are added (the kernel's transpose-reduction adds them in a tree: rounding only).
 
     A plain float32 matmul would do for the algebra, but not for the precision:
     MLX's CPU GEMV was measured less accurate than the kernel's order (one
-    D=256 case: 5.2 float32 ULP of max|s|, against 3.2 for this order and 1.5
-    for NumPy/OpenBLAS), enough to fail float32 error-ratio gates the kernel
+    D=256 case: 5.2 float32 ULP of max|s|, against 3.2 for a lane-split order and
+    1.5 for NumPy/OpenBLAS), enough to fail float32 error-ratio gates the kernel
     passes, and MLX's CUDA float32 matmul rounds its inputs to TF32.
     """
-    pad = -q.shape[-1] % SIMD  # zero dims contribute exact zeros
+    width = SIMD * per_lane
+    pad = -q.shape[-1] % width  # zero dims contribute exact zeros
     if pad:
         q = mx.pad(q, [(0, 0), (0, 0), (0, pad)])
         k = mx.pad(k, [(0, 0), (0, 0), (0, pad)])
-    lanes = None  # [H, R, T, 32]: lane l's running sum over dims l, l+32, ...
-    for start in range(0, q.shape[-1], SIMD):
-        step = q[:, :, None, start:start + SIMD] * k[:, None, :, start:start + SIMD]
-        lanes = step if lanes is None else lanes + step
+    steps = q.shape[-1] // width
+    q = q.reshape(*q.shape[:-1], steps, SIMD, per_lane)
+    k = k.reshape(*k.shape[:-1], steps, SIMD, per_lane)
+    lanes = None  # [H, R, T, 32]: each lane's running sum over its dims, in the kernel's order
+    for j in range(steps):
+        for e in range(per_lane):
+            step = q[:, :, None, j, :, e] * k[:, None, :, j, :, e]
+            lanes = step if lanes is None else lanes + step
     return lanes.sum(axis=-1)
 
 
-def _graph(q: mx.array, storage: PagedStorage, table: mx.array, length: int, scale: float) -> mx.array:
+def _graph(q: mx.array, storage: PagedStorage, table: mx.array, length: int, scale: float,
+           span: int) -> mx.array:
     """The kernels' partial + merge in MLX ops (the module docstring says where it differs)."""
     _, hq, n, dk = q.shape
     hk, bs = storage.keys.shape[1], storage.block_size
-    group, parts = hq // hk, -(-length // PART)
-    tokens = mx.arange(parts * PART)
+    group, parts = hq // hk, -(-length // span)
+    tokens = mx.arange(parts * span)
     # Pad positions re-read the last live token (never a slot past length) and are masked below.
     live = mx.minimum(tokens, length - 1)
     physical, slot = table[live // bs], live % bs
@@ -371,20 +625,20 @@ def _graph(q: mx.array, storage: PagedStorage, table: mx.array, length: int, sca
     dv = v.shape[-1]
 
     qf = q.astype(mx.float32).reshape(hk, group * n, dk)  # head h = kv * group + r
-    scores = _lane_dot(qf, k) * mx.array(scale, dtype=mx.float32)  # [Hkv, group*n, T]
+    scores = _lane_dot(qf, k, _lanes(dk, storage.quantization)) * mx.array(scale, dtype=mx.float32)
     query = mx.arange(n).reshape(1, n, 1)
     visible = tokens.reshape(1, 1, -1) <= (length - n + query)  # bottom-right causal, [1, n, T]
     scores = mx.where(visible, scores.reshape(hk, group, n, -1), -mx.inf)
-    scores = scores.reshape(hk, group * n, parts, PART)
+    scores = scores.reshape(hk, group * n, parts, span)
 
     # Partial: per partition max, normalizer and unnormalized values (float32).
     maximum = scores.max(axis=-1)  # [Hkv, group*n, parts]; -inf for an empty partition
     shift = mx.where(maximum == -mx.inf, 0.0, maximum)
     weights = mx.exp(scores - shift[..., None])  # masked: exp(-inf) = 0
     total = weights.sum(axis=-1)
-    # Elementwise products summed over the partition's 64 tokens, not a matmul: MLX's
+    # Elementwise products summed over the partition's tokens, not a matmul: MLX's
     # CUDA backend computes float32 matmuls with TF32 inputs (10-bit mantissas).
-    accum = (weights[..., None] * v.reshape(hk, 1, parts, PART, dv)).sum(axis=-2)  # [Hkv, group*n, parts, Dv]
+    accum = (weights[..., None] * v.reshape(hk, 1, parts, span, dv)).sum(axis=-2)  # [Hkv, group*n, parts, Dv]
 
     # Merge: rescale partitions to the global max.
     overall = maximum.max(axis=-1, keepdims=True)

@@ -7,7 +7,9 @@ small real arrays; nothing is launched), renders the translation unit
 ``mx.fast.cuda_kernel`` generates for it (``Launch.cuda_source()``:
 MLX's default header, our prelude and header, the signature from the input
 and output names, dtypes and template values, the body) and compiles it with
-``nvcc -arch=sm_90 -c``. A body edit that breaks CUDA fails here.
+``nvcc -arch=sm_90 -c``. A body edit that breaks CUDA fails here. The
+argmax row kernel launches 1024-thread blocks, so its register count (ptxas
+``-v``) must also stay within 64 per thread.
 
 The harness (the stand-in for MLX's ``utils.cuh``, batching, nvcc flags) is
 ``impl.kernels.nvcc``. Everything is written to a fresh temporary directory;
@@ -16,6 +18,9 @@ nothing is cached.
 
 from __future__ import annotations
 
+import re
+import subprocess
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -23,7 +28,7 @@ import pytest
 from impl import normalized_argmax as argmax
 from impl import paged_attention as paged
 from impl.kernels import Launch, cuda_translation_unit
-from impl.kernels.nvcc import NVCC, SKIP_REASON, compile_batches
+from impl.kernels.nvcc import ARCH, NVCC, SKIP_REASON, STANDIN_UTILS, compile_batches
 from properties import strategies as sts
 
 
@@ -46,18 +51,17 @@ def paged_launches() -> list[Launch]:
                 partial = paged.partial_launch(case.q_mx, case.storage, table, case.length, scale, planes)
                 parts = mx.zeros(partial.output_shapes[0], mx.float32)
                 normal = mx.zeros(partial.output_shapes[1], mx.float32)
-                launches += [partial, paged.merge_launch(parts, normal, case.q_mx.dtype)]
+                launches += [partial, paged.merge_launch(parts, normal, partial.inputs[4], case.q_mx.dtype)]
     return launches
 
 
 def argmax_launches() -> list[Launch]:
+    """The row kernel per dtype at a vector-path vocabulary (V % 4 == 0, 1024 threads) and an element-path one."""
     launches = []
     for dtype in (mx.bfloat16, mx.float16, mx.float32):
-        x = mx.zeros((3, 2049), dtype)
-        partial = argmax.partial_launch(x, mx.logsumexp(x, axis=-1, keepdims=True))
-        values = mx.zeros(partial.output_shapes[0], mx.float32)
-        indices = mx.zeros(partial.output_shapes[1], mx.uint32)
-        launches += [partial, argmax.finish_launch(values, indices)]
+        for vocab in (151936, 2049):
+            x = mx.zeros((3, vocab), dtype)
+            launches.append(argmax.row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)))
     return launches
 
 
@@ -67,18 +71,47 @@ def test_every_kernel_compiles_as_cuda(tmp_path):
     assert not failures, "nvcc could not compile the CUDA arm:\n" + "\n".join(failures)
 
 
+@pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
+def test_argmax_fits_a_1024_thread_block(tmp_path):
+    """A 1024-thread block needs <= 64 registers per thread (65536 per SM); MLX gives NVRTC no launch bounds,
+    so a body that grows past 64 would compile and then fail to launch. ptxas -v reports the count."""
+    launches = [launch for launch in argmax_launches() if launch.threadgroup[0] == argmax.MAX_THREADS]
+    assert launches, "no argmax launch uses MAX_THREADS threads"
+    used = register_counts(tmp_path, launches)
+    assert used and all(n <= 65536 // argmax.MAX_THREADS for n in used.values()), used
+
+
+def register_counts(workdir, launches: list[Launch]) -> dict[str, int]:
+    """Registers per thread of each launch's kernel, from ``nvcc -Xptxas -v`` on its translation unit."""
+    device_dir = workdir / "mlx" / "backend" / "cuda" / "device"
+    device_dir.mkdir(parents=True, exist_ok=True)
+    (device_dir / "utils.cuh").write_text(STANDIN_UTILS)
+    counts = {}
+    for launch in launches:
+        unit = workdir / f"{launch.cuda_function}.cu"
+        unit.write_text(launch.cuda_source())
+        result = subprocess.run([NVCC, f"-arch={ARCH}", "-std=c++17", "-c", str(unit), "-o", str(unit.with_suffix(".o")),
+                                 f"-I{workdir}", "-Xptxas", "-v"], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        found = re.search(r"Used (\d+) registers", result.stdout + result.stderr)
+        assert found, f"ptxas reported no register count for {launch.cuda_function}"
+        counts[launch.cuda_function] = int(found.group(1))
+    return counts
+
+
 def test_translation_unit_matches_mlx_layout():
-    """The rendered unit follows build_kernel: shape params only where the body names them, template
+    """The rendered unit follows build_kernel: shape params only where the body names them (the merge
+    names none; the partial's ``*_shape`` test is the kvq4 unit's), template
     constants before the body, the kernel name with MLX's template hash."""
     parts, normal = mx.zeros((4, 2, 3, 80), mx.float32), mx.zeros((4, 2, 3, 2), mx.float32)
-    source = paged.merge_launch(parts, normal, mx.bfloat16).cuda_source()
+    geometry = mx.array([0.125, 100, 64], mx.float32)
+    source = paged.merge_launch(parts, normal, geometry, mx.bfloat16).cuda_source()
     head, body = source.rsplit("__global__ void ", 1)
     assert head.startswith('\n#include "mlx/backend/cuda/device/utils.cuh"') and "metal_compat" in head
     signature = body.split(") {", 1)[0]
     assert signature.splitlines()[1:] == ["    const float* parts,", "    const float* normal,",
-                                          "    const __grid_constant__ Shape normal_shape,",
-                                          "    __nv_bfloat16* out"]
-    launch = paged.merge_launch(parts, normal, mx.bfloat16)
+                                          "    const float* scale,", "    __nv_bfloat16* out"]
+    launch = paged.merge_launch(parts, normal, geometry, mx.bfloat16)
     assert signature.splitlines()[0] == launch.cuda_function + "("
     assert launch.cuda_function.endswith("_bfloat16_t_80")  # OutT then DV, as passed
     assert "  using OutT = __nv_bfloat16;\n  constexpr int DV = 80;\n" in body
