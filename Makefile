@@ -106,6 +106,8 @@ perf: $(STAMP)
 	status=$$?; $(PY) -m reports.summary $(OUT)/perf || [ $$status -ne 0 ] || status=1; exit $$status
 
 # Measure the suite and store it as this device key's baseline, atomically
-# (perf/baselines/<key>.json); PERF_ARGS="--from run.json" stores a recorded run instead.
+# (perf/baselines/<key>.json); PERF_ARGS="--from run.json" stores a recorded run instead, and
+# PERF_ARGS="--from a.json --from b.json --from c.json" pools runs of separate processes (the gate
+# then allows for how far each case moves between processes: perf/regression.py).
 perf-baseline: $(STAMP)
 	$(PY) -m perf.baseline update $(if $(DEVICE),--device $(DEVICE)) $(PERF_ARGS)

@@ -4,6 +4,8 @@
     python -m perf.baseline show [KEY]               # what a baseline holds
     python -m perf.baseline update [--suite S] [--rounds R] [--key KEY]   # run the suite, store it
     python -m perf.baseline update --from RUN.json [--key KEY] [--gate-floor-ms F]  # store a recorded run
+    python -m perf.baseline update --from A.json --from B.json --from C.json [--gate-floor-ms F]  # pool runs
+    ... [--dir DIR]                                  # store under DIR instead of perf/baselines/
 
 The device key is ``<backend>-<device name>`` of MLX's default device, with
 every run of characters other than letters, digits, ``.`` and ``-`` made one
@@ -15,11 +17,33 @@ the CPU device, else ``metal`` / ``cuda``). The file is
     {"schema": 1, "device_key": ..., "device": {device_info}, "environment": {mlx, platform, git, date},
      "copy_bandwidth": {gbps, nbytes, median_s, samples_s, method},
      "settings": {suite, rounds, warmup, batch, gate_floor_s (optional)},
-     "benchmarks": {case id: {benchmark, kernel, arm, shape, dtype, bytes, flops, median_s, iqr_s, samples_s}}}
+     "benchmarks": {case id: {benchmark, kernel, arm, shape, dtype, bytes, flops, median_s, iqr_s, samples_s,
+                              process_samples_s (pooled only)}},
+     "processes": [{source, environment, copy_bandwidth}, ...] (pooled only)}
 
 A run of ``python -m perf.run --save RUN.json`` writes exactly this document
 (for the machine it ran on), so a baseline can be measured on one machine and
 stored from another (``update --from``, as the H200 one was).
+
+Pooled baselines. The regression gate must know how far a case's median moves
+between processes, which one process cannot show (``perf/regression.py``). So
+``update`` with several ``--from`` run documents, each measured by a separate
+process (or an earlier pooled baseline, whose processes it keeps), stores per
+case ``process_samples_s``: one list of samples per process, in ``--from``
+order, kept apart; ``samples_s`` is their concatenation (readers that want
+every sample keep working), ``median_s`` the median of the process medians
+(the gate's reference), ``iqr_s`` of all samples. ``processes`` records where
+each process came from (the file), its environment and its copy bandwidth; the
+top-level ``copy_bandwidth`` is that of the median process by GB/s, the
+``environment`` the first one's; torch ``references`` and ``skipped`` stay in
+the run documents (nothing gates them). The sources must agree, else nothing is
+stored and the error names the disagreement: the same device key, settings
+(suite, rounds, warm-up, batch, floor), MLX version and git commit (where both
+recorded one), the same cases with the same description (benchmark, kernel,
+arm, shape, dtype, bytes, flops), and no process twice (identical samples).
+An entry without ``process_samples_s`` (a single run, like the H200 baseline
+of 2026-11-29) is one process (``baseline_processes``), judged exactly as
+before.
 
 Updating is explicit (``make perf-baseline`` or ``update``); nothing else writes
 a baseline. The write is atomic: the document is validated first, written to a
@@ -42,9 +66,10 @@ import tempfile
 from pathlib import Path
 
 import mlx.core as mx
+import numpy as np
 
-__all__ = ["BASELINE_DIR", "SCHEMA", "baseline_path", "device_key", "load_baseline", "validate_baseline",
-           "write_baseline"]
+__all__ = ["BASELINE_DIR", "SCHEMA", "baseline_path", "baseline_processes", "device_key", "load_baseline",
+           "pool_documents", "validate_baseline", "write_baseline"]
 
 SCHEMA = 1
 BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
@@ -84,6 +109,28 @@ def _positive_list(where: str, values) -> None:
             raise ValueError(f"{where} must hold positive finite seconds, got {v!r}")
 
 
+def _check_processes(case_id: str, entry: dict, processes) -> None:
+    per_process = entry["process_samples_s"]
+    where = f"benchmarks[{case_id!r}].process_samples_s"
+    if not isinstance(per_process, list) or not per_process:
+        raise ValueError(f"{where} must be a non-empty list of per-process sample lists")
+    for i, samples in enumerate(per_process):
+        _positive_list(f"{where}[{i}]", samples)
+    if [s for samples in per_process for s in samples] != list(entry["samples_s"]):
+        raise ValueError(f"benchmarks[{case_id!r}].samples_s must be the concatenation of its process_samples_s")
+    if processes is not None and (not isinstance(processes, list) or len(processes) != len(per_process)):
+        raise ValueError(f"{where} holds {len(per_process)} processes, the document's 'processes' "
+                         f"{len(processes) if isinstance(processes, list) else processes!r}")
+
+
+def baseline_processes(entry: dict) -> list[list[float]]:
+    """The samples of one baseline entry, one list per process: ``process_samples_s`` of a pooled
+    baseline, else ``[samples_s]`` (a baseline measured in one process)."""
+    if not isinstance(entry, dict) or "samples_s" not in entry:
+        raise TypeError(f"entry must be a baseline entry (a dict with 'samples_s'), got {type(entry).__name__}")
+    return [list(p) for p in entry.get("process_samples_s") or [entry["samples_s"]]]
+
+
 def validate_baseline(document) -> dict:
     """``document`` if it is a well-formed baseline, else ValueError / TypeError naming the field."""
     if not isinstance(document, dict):
@@ -101,6 +148,8 @@ def validate_baseline(document) -> dict:
             if name not in entry:
                 raise ValueError(f"benchmarks[{case_id!r}] lacks {name!r}")
         _positive_list(f"benchmarks[{case_id!r}].samples_s", entry["samples_s"])
+        if "process_samples_s" in entry:
+            _check_processes(case_id, entry, document.get("processes"))
     copy = document.get("copy_bandwidth")
     if copy is not None:
         if not isinstance(copy, dict) or not isinstance(copy.get("gbps"), (int, float)) or copy["gbps"] <= 0:
@@ -122,6 +171,96 @@ def load_baseline(key: str, directory: Path | None = None) -> dict | None:
     if document["device_key"] != key:
         raise ValueError(f"{path} holds device_key {document['device_key']!r}, not {key!r}")
     return document
+
+
+_DESCRIPTION = ("benchmark", "kernel", "arm", "shape", "dtype", "bytes", "flops")
+_SETTINGS = ("suite", "rounds", "warmup", "batch", "gate_floor_s")
+
+
+def _first_difference(values: dict[str, object]) -> tuple[str, object, str, object] | None:
+    """(source, value, other source, other value) of the first two sources that disagree, ignoring None."""
+    known = [(source, value) for source, value in values.items() if value is not None]
+    for source, value in known[1:]:
+        if value != known[0][1]:
+            return known[0][0], known[0][1], source, value
+    return None
+
+
+def pool_documents(documents, sources=None) -> dict:
+    """One baseline from ``documents`` (run documents of ``perf.run --save``, or baselines), each a separate
+    process (or, for a pooled baseline, several), their samples kept apart per process (module docstring).
+    ``sources``: a name per document for the messages (default ``documents[i]``). ValueError / TypeError
+    naming the disagreement when they cannot be pooled."""
+    if isinstance(documents, dict) or not isinstance(documents, (list, tuple)) or not documents:
+        raise TypeError(f"documents must be a non-empty list of baseline documents, got {type(documents).__name__}")
+    sources = [f"documents[{i}]" for i in range(len(documents))] if sources is None else [str(s) for s in sources]
+    if len(sources) != len(documents):
+        raise ValueError(f"sources must name every document: {len(sources)} names for {len(documents)} documents")
+    for source, document in zip(sources, documents):
+        try:
+            validate_baseline(document)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{source}: {exc}") from exc
+
+    def agree(what: str, values: dict[str, object]) -> None:
+        difference = _first_difference(values)
+        if difference is not None:
+            a, va, b, vb = difference
+            raise ValueError(f"cannot pool: {what} differs: {a} has {va!r}, {b} has {vb!r}")
+
+    agree("device_key", {s: d["device_key"] for s, d in zip(sources, documents)})
+    settings = {}
+    for name in _SETTINGS:
+        values = {s: (d.get("settings") or {}).get(name) for s, d in zip(sources, documents)}
+        agree(f"settings.{name}", values)
+        known = [v for v in values.values() if v is not None]
+        if known:
+            settings[name] = known[0]
+    agree("the MLX version (environment.mlx)", {s: (d.get("environment") or {}).get("mlx")
+                                                 for s, d in zip(sources, documents)})
+    agree("the git commit (environment.git.commit)",
+          {s: ((d.get("environment") or {}).get("git") or {}).get("commit") for s, d in zip(sources, documents)})
+    cases = set(documents[0]["benchmarks"])
+    for source, document in zip(sources[1:], documents[1:]):
+        if set(document["benchmarks"]) != cases:
+            missing, extra = sorted(cases - set(document["benchmarks"])), sorted(set(document["benchmarks"]) - cases)
+            raise ValueError(f"cannot pool: {source} does not hold the cases of {sources[0]} (an interrupted run?): "
+                             f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+                             f"extra {extra[:5]}{' ...' if len(extra) > 5 else ''}")
+
+    processes = []
+    for source, document in zip(sources, documents):
+        if document.get("processes"):
+            processes += [{**p, "source": p.get("source") or source} for p in document["processes"]]
+        else:
+            processes.append({"source": source, "environment": document.get("environment"),
+                              "copy_bandwidth": document.get("copy_bandwidth")})
+    benchmarks = {}
+    for case_id in sorted(cases):
+        entries = [d["benchmarks"][case_id] for d in documents]
+        for name in _DESCRIPTION:
+            agree(f"{case_id} {name}", {s: e[name] for s, e in zip(sources, entries)})
+        per_process = [p for e in entries for p in baseline_processes(e)]
+        if len(per_process) != len(processes):
+            raise ValueError(f"cannot pool: {case_id} holds {len(per_process)} processes, the documents "
+                             f"{len(processes)}")
+        seen = {}
+        for i, samples in enumerate(per_process):
+            first = seen.setdefault(tuple(samples), i)
+            if first != i:
+                raise ValueError(f"cannot pool: {case_id}: processes {first + 1} ({processes[first]['source']}) and "
+                                 f"{i + 1} ({processes[i]['source']}) hold identical samples: the same run twice")
+        pooled = [t for samples in per_process for t in samples]
+        q1, q3 = np.percentile(pooled, [25, 75])
+        benchmarks[case_id] = {**{name: entries[0][name] for name in _DESCRIPTION},
+                               "median_s": float(np.median([np.median(p) for p in per_process])),
+                               "iqr_s": float(q3 - q1), "samples_s": pooled, "process_samples_s": per_process}
+    copies = sorted((p["copy_bandwidth"] for p in processes if p.get("copy_bandwidth")), key=lambda c: c["gbps"])
+    document = {"schema": SCHEMA, "device_key": documents[0]["device_key"], "device": documents[0].get("device"),
+                "environment": documents[0].get("environment"),
+                "copy_bandwidth": copies[(len(copies) - 1) // 2] if copies else None,
+                "settings": settings, "benchmarks": benchmarks, "processes": processes}
+    return validate_baseline(document)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -162,12 +301,16 @@ def write_baseline(document: dict, directory: Path | None = None) -> Path:
 
 
 def _show(document: dict) -> str:
+    processes = document.get("processes") or [None]
     lines = [f"{document['device_key']}: {len(document['benchmarks'])} benchmarks, "
-             f"copy {document.get('copy_bandwidth', {}).get('gbps', float('nan')):.1f} GB/s, "
+             f"{len(processes)} process{'es' if len(processes) > 1 else ''}, "
+             f"copy {(document.get('copy_bandwidth') or {}).get('gbps', float('nan')):.1f} GB/s, "
              f"{(document.get('environment') or {}).get('date', '?')}"]
     for case_id, entry in sorted(document["benchmarks"].items()):
-        samples = entry["samples_s"]
-        lines.append(f"  {case_id}: median {statistics.median(samples) * 1e3:.4g} ms, n={len(samples)}")
+        medians = [statistics.median(p) for p in baseline_processes(entry)]
+        spread = f", process spread {max(medians) / min(medians) - 1:.1%}" if len(medians) > 1 else ""
+        lines.append(f"  {case_id}: median {statistics.median(medians) * 1e3:.4g} ms, "
+                     f"n={len(entry['samples_s'])}{spread}")
     return "\n".join(lines)
 
 
@@ -177,46 +320,66 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("key", help="print this machine's device key")
     show = sub.add_parser("show", help="summarize a stored baseline")
     show.add_argument("key", nargs="?")
+    show.add_argument("--dir", type=Path, default=None, help="the baselines' folder (default perf/baselines)")
     update = sub.add_parser("update", help="measure (or read --from) and store the baseline, atomically")
-    update.add_argument("--from", dest="source", type=Path, help="a run document written by perf.run --save")
+    update.add_argument("--from", dest="sources", type=Path, action="append", default=[],
+                        help="a run document written by perf.run --save; given several times (each a separate "
+                             "process), the runs are pooled, each process's samples kept apart")
     update.add_argument("--key", help="store under this device key (default: the document's)")
     update.add_argument("--gate-floor-ms", type=float, default=None,
                         help="cases whose median per call is below this are recorded, not gated (perf.regression)")
     update.add_argument("--suite", default="auto", help="suite to run when --from is not given (perf.run)")
     update.add_argument("--rounds", type=int, default=None)
     update.add_argument("--device", choices=("cpu", "gpu"), default=None)
-    update.add_argument("--dir", type=Path, default=None, help=argparse.SUPPRESS)
+    update.add_argument("--dir", type=Path, default=None,
+                        help="store in this folder instead of perf/baselines (e.g. a trial baseline)")
     args = parser.parse_args(argv)
     if args.command == "key":
         print(device_key())
         return 0
     if args.command == "show":
-        document = load_baseline(args.key or device_key())
+        document = load_baseline(args.key or device_key(), args.dir)
         print(_show(document) if document else f"no baseline for {args.key or device_key()}")
         return 0
-    if args.source is not None:
-        try:
-            document = json.loads(args.source.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            print(f"perf.baseline: cannot read {args.source}: {exc}", file=sys.stderr)
-            return 2
+    if args.gate_floor_ms is not None and not 0 <= args.gate_floor_ms < float("inf"):
+        print(f"perf.baseline: --gate-floor-ms must be >= 0, got {args.gate_floor_ms}", file=sys.stderr)
+        return 2
+    if args.sources:
+        documents = []
+        for source in args.sources:
+            try:
+                documents.append(json.loads(source.read_text()))
+            except (OSError, json.JSONDecodeError) as exc:
+                print(f"perf.baseline: cannot read {source}: {exc}; the old baseline is unchanged", file=sys.stderr)
+                return 2
+        if len(documents) == 1:
+            document = documents[0]
+        else:
+            try:
+                document = pool_documents(documents, [str(s) for s in args.sources])
+            except (TypeError, ValueError) as exc:
+                print(f"perf.baseline: not stored ({exc}); the old baseline is unchanged", file=sys.stderr)
+                return 2
     else:
         from perf.run import run_suite
 
         document = run_suite(args.suite, rounds=args.rounds, device=args.device).document()
+    if not isinstance(document, dict):
+        print(f"perf.baseline: not stored ({args.sources[0]} is not a JSON object); the old baseline is unchanged",
+              file=sys.stderr)
+        return 2
     if args.key:
         document["device_key"] = args.key
     if args.gate_floor_ms is not None:
-        if not 0 <= args.gate_floor_ms < float("inf"):
-            print(f"perf.baseline: --gate-floor-ms must be >= 0, got {args.gate_floor_ms}", file=sys.stderr)
-            return 2
         document.setdefault("settings", {})["gate_floor_s"] = args.gate_floor_ms / 1e3
     try:
         path = write_baseline(document, args.dir)
     except (TypeError, ValueError) as exc:
         print(f"perf.baseline: not stored ({exc}); the old baseline is unchanged", file=sys.stderr)
         return 2
-    print(f"perf.baseline: wrote {path} ({len(document['benchmarks'])} benchmarks)")
+    pooled = len(document.get("processes") or [None])
+    print(f"perf.baseline: wrote {path} ({len(document['benchmarks'])} benchmarks"
+          f"{f', {pooled} processes pooled' if pooled > 1 else ''})")
     return 0
 
 

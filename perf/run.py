@@ -2,7 +2,7 @@
 
     python -m perf.run [--suite auto|cpu|gpu|h200] [--rounds R] [--device cpu|gpu]
                        [--results PATH [--fresh]] [--save RUN.json] [--calibration CAL.json] [--torch]
-    python -m perf.run --gate --results reports/out/results.jsonl
+    python -m perf.run --gate --results reports/out/results.jsonl [--baseline FILE]
 
 * Suites (grids in ``perf/shapes.py``): ``cpu`` (few small shapes, the graph
   arm; a smoke check), ``gpu`` (the full grid, compiled arms), ``h200`` (the
@@ -12,9 +12,13 @@
   (inputs allocated and evaluated, untimed), ``warmup`` untimed rounds (JIT
   compilation), ``rounds`` timed rounds each ending in ``mx.eval``. The copy
   bandwidth (``perf.bandwidth``) is measured first.
-* Against the baseline of this device key (``perf/baselines/<key>.json``), each
-  case it holds is judged by ``perf.regression.compare``; the perf record
-  (``reports/SCHEMA.md``) carries the verdict. ``--results`` appends the records
+* Against the baseline of this device key (``perf/baselines/<key>.json``, or
+  ``--baseline FILE``: any baseline document of this device key, e.g. a trial
+  pooled one), each case it holds is judged by
+  ``perf.regression.compare_pooled`` against the baseline's processes; the perf
+  record (``reports/SCHEMA.md``) carries the verdict, plus
+  ``effect_threshold`` (the effect it had to exceed), ``process_spread`` and
+  ``baseline_processes`` (``perf/regression.py``). ``--results`` appends the records
   (``--fresh``: to a new file that starts with an environment record, so
   ``python -m reports.summary DIR`` can render it). Exit status 1 when a case
   regressed, 0 otherwise (2 for bad arguments).
@@ -53,10 +57,10 @@ import mlx.core as mx
 from impl import arms as arm_registry
 from perf import shapes
 from perf.bandwidth import CopyBandwidth, copy_bandwidth
-from perf.baseline import SCHEMA, device_key, load_baseline
+from perf.baseline import SCHEMA, baseline_processes, device_key, load_baseline, validate_baseline
 from perf.cases import Group, argmax_group, kvq4_group, multi_query_group, paged_group
 from perf.harness import Measurement, batched, perf_record, time_call
-from perf.regression import ALPHA, MIN_EFFECT, compare
+from perf.regression import ALPHA, MIN_EFFECT, compare_pooled
 from reports.recorder import append_record, reset
 
 __all__ = ["SETTINGS", "SUITES", "RunResult", "environment_record", "resolve_suite", "run_suite", "suite_groups"]
@@ -202,9 +206,12 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
             measurement = Measurement(case, tuple(samples))
             run.measurements.append(measurement)
             entry = stored["benchmarks"].get(case.id) if stored else None
-            verdict = compare(samples, entry["samples_s"], alpha=alpha, min_effect=min_effect,
-                              floor_s=floor_s) if entry else None
+            verdict = compare_pooled(samples, baseline_processes(entry), alpha=alpha, min_effect=min_effect,
+                                     floor_s=floor_s) if entry else None
             record = perf_record(measurement, copy_gbps=copy.gbps, device_key=key, verdict=verdict)
+            if verdict is not None:  # the pooled rule's numbers (perf/regression.py)
+                record.update(effect_threshold=verdict.threshold, process_spread=verdict.process_spread,
+                              baseline_processes=verdict.n_processes)
             run.records.append(record)
             if results is not None:
                 append_record(record, results)
@@ -251,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibration", type=Path, default=None, help="write A/A and slowed samples here")
     parser.add_argument("--torch", action="store_true", help="also time torch's SDPA (CUDA) as a reference")
     parser.add_argument("--no-baseline", action="store_true", help="do not compare with the stored baseline")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="judge against this baseline document instead of perf/baselines/<device key>.json")
     parser.add_argument("--gate", action="store_true", help="rerun the baseline's cases only; no baseline: no-op")
     parser.add_argument("--alpha", type=float, default=ALPHA)
     parser.add_argument("--min-effect", type=float, default=MIN_EFFECT)
@@ -258,9 +267,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.device is not None:
         arm_registry.use_device(args.device)
     suite, rounds, warmup, batch, only = args.suite, args.rounds, args.warmup, args.batch, None
+    stored = True  # run_suite: this device key's committed baseline
+    if args.baseline is not None:
+        try:
+            stored = validate_baseline(json.loads(args.baseline.read_text()))
+        except (OSError, json.JSONDecodeError, TypeError, ValueError) as exc:
+            print(f"perf.run: --baseline {args.baseline}: {exc}", file=sys.stderr)
+            return 2
+        if stored["device_key"] != device_key():
+            print(f"perf.run: --baseline {args.baseline} is of device {stored['device_key']!r}, this device is "
+                  f"{device_key()!r}", file=sys.stderr)
+            return 2
     if args.gate:
         key = device_key()
-        stored = load_baseline(key)
+        stored = load_baseline(key) if stored is True else stored
         if stored is None:
             print(f"perf: no baseline for device key {key} (perf/baselines/{key}.json): regression gate not applied")
             return 0
@@ -275,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         append_record(environment_record(arm_registry.current_device_name()), args.results)
     try:
         run = run_suite(suite, rounds=rounds, warmup=warmup, batch=batch, torch=args.torch, only=only,
-                        baseline=not args.no_baseline, results=args.results, save=args.save,
+                        baseline=None if args.no_baseline else stored, results=args.results, save=args.save,
                         calibration=args.calibration, alpha=args.alpha, min_effect=args.min_effect)
     except (TypeError, ValueError) as exc:
         print(f"perf.run: {exc}", file=sys.stderr)

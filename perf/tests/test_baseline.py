@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import mlx.core as mx
 import pytest
@@ -142,3 +143,121 @@ def test_committed_baselines_are_valid():
         assert document["device_key"] == path.stem
         assert all(len(e["samples_s"]) >= 5 for e in document["benchmarks"].values()), path
     assert all(not p.name.startswith(".") for p in store.BASELINE_DIR.iterdir()), "a stray temp file"
+
+
+# --- pooled baselines: several processes, each kept apart ---------------------------------------
+
+CASE = "b/k[graph]/1x2/bfloat16"
+
+
+def _run(median: float, *, key: str = "cpu-Test_CPU", gbps: float = 10.0, rounds: int = 5, seed: int = 0) -> dict:
+    """A run document of one process: five distinct samples around ``median``."""
+    document = _document(key, median)
+    samples = [median * (1 + 0.001 * ((seed + i) % 5 - 2)) for i in range(5)]
+    document["benchmarks"][CASE].update(samples_s=samples, median_s=sorted(samples)[2])
+    document["copy_bandwidth"] = {"gbps": gbps}
+    document["settings"]["rounds"] = rounds
+    return document
+
+
+def _write_runs(tmp_path, *documents) -> list[str]:
+    paths = []
+    for i, document in enumerate(documents):
+        path = tmp_path / f"p{i + 1}.json"
+        path.write_text(json.dumps(document))
+        paths += ["--from", str(path)]
+    return paths
+
+
+def test_update_pools_several_processes_each_kept_apart(tmp_path, capsys):
+    runs = [_run(1e-3, gbps=10.0, seed=0), _run(1.2e-3, gbps=30.0, seed=1), _run(1.1e-3, gbps=20.0, seed=2)]
+    assert store.main(["update", *_write_runs(tmp_path, *runs), "--gate-floor-ms", "0.25",
+                       "--dir", str(tmp_path / "b")]) == 0
+    assert "3 processes pooled" in capsys.readouterr().out
+    document = store.load_baseline("cpu-Test_CPU", tmp_path / "b")
+    entry = document["benchmarks"][CASE]
+    per_process = [r["benchmarks"][CASE]["samples_s"] for r in runs]
+    assert entry["process_samples_s"] == per_process and store.baseline_processes(entry) == per_process
+    assert entry["samples_s"] == [s for p in per_process for s in p]
+    assert entry["median_s"] == pytest.approx(1.1e-3)  # the median of the process medians
+    assert [p["source"] for p in document["processes"]] == [str(tmp_path / f"p{i}.json") for i in (1, 2, 3)]
+    assert document["copy_bandwidth"]["gbps"] == 20.0  # the median process's
+    assert document["settings"] == {"suite": "cpu", "rounds": 5, "warmup": 1, "batch": 1, "gate_floor_s": 0.00025}
+    assert "3 processes" in store._show(document) and "process spread 20.0%" in store._show(document)
+
+
+def test_a_pooled_baseline_takes_another_process(tmp_path):
+    pooled = store.pool_documents([_run(1e-3, seed=0), _run(1.1e-3, seed=1)], ["p1", "p2"])
+    grown = store.pool_documents([pooled, _run(1.05e-3, seed=2)], ["baseline", "p3"])
+    assert len(store.baseline_processes(grown["benchmarks"][CASE])) == 3
+    assert [p["source"] for p in grown["processes"]] == ["p1", "p2", "p3"]
+
+
+def test_an_old_single_process_entry_is_one_process():
+    entry = _document()["benchmarks"][CASE]
+    assert store.baseline_processes(entry) == [entry["samples_s"]]
+    with pytest.raises(TypeError, match="entry"):
+        store.baseline_processes([1e-3])
+
+
+def _mismatch(name):
+    """Three runs, the third spoiled by ``name``."""
+    third = _run(1.1e-3, seed=2)
+    if name == "device":
+        third = _run(1.1e-3, key="cuda-Other_GPU", seed=2)
+    elif name == "settings":
+        third = _run(1.1e-3, rounds=7, seed=2)
+    elif name == "cases":
+        third["benchmarks"]["b/k[graph]/9x9/bfloat16"] = third["benchmarks"].pop(CASE)
+    elif name == "description":
+        third["benchmarks"][CASE]["bytes"] = 999
+    elif name == "twice":
+        third = _run(1e-3, seed=0)
+    elif name == "mlx":
+        third["environment"]["mlx"] = "0.0.1"
+    elif name == "invalid":
+        third["benchmarks"][CASE]["samples_s"] = [1e-3, float("nan")]
+    return [_run(1e-3, seed=0), _run(1.2e-3, seed=1), third]
+
+
+@pytest.mark.parametrize("name, words", [
+    ("device", "device_key differs: .*p1.json has 'cpu-Test_CPU', .*p3.json has 'cuda-Other_GPU'"),
+    ("settings", "settings.rounds differs: .*p1.json has 5, .*p3.json has 7"),
+    ("cases", "p3.json does not hold the cases of .*p1.json .*missing"),
+    ("description", "bytes differs"),
+    ("twice", "processes 1 .*p1.json.* and 3 .*p3.json.* hold identical samples"),
+    ("mlx", "MLX version"),
+    ("invalid", "p3.json: .*samples_s"),
+])
+def test_pooling_mismatched_runs_is_refused_and_the_baseline_untouched(tmp_path, capsys, name, words):
+    path = store.write_baseline(_document(), tmp_path)
+    before = path.read_bytes()
+    assert store.main(["update", *_write_runs(tmp_path, *_mismatch(name)), "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unchanged" in err
+    assert re.search(words, err), err
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu-Test_CPU.json", "p1.json", "p2.json", "p3.json"]
+
+
+def test_pool_documents_bad_input_names_the_argument():
+    with pytest.raises(TypeError, match="documents"):
+        store.pool_documents(_run(1e-3))
+    with pytest.raises(TypeError, match="documents"):
+        store.pool_documents([])
+    with pytest.raises(ValueError, match="sources"):
+        store.pool_documents([_run(1e-3), _run(1.1e-3, seed=1)], ["only one"])
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda e, d: e.update(process_samples_s=[]), "process_samples_s"),
+    (lambda e, d: e.update(process_samples_s=[e["samples_s"][:2], [1.0]]), "concatenation"),
+    (lambda e, d: e["process_samples_s"][1].__setitem__(0, -1.0), r"process_samples_s\[1\]"),
+    (lambda e, d: d["processes"].pop(), "processes"),
+], ids=["empty", "concatenation", "negative", "count"])
+def test_invalid_pooled_documents_are_refused(tmp_path, mutate, words):
+    document = store.pool_documents([_run(1e-3, seed=0), _run(1.1e-3, seed=1)])
+    mutate(document["benchmarks"][CASE], document)
+    with pytest.raises(ValueError, match=words):
+        store.write_baseline(document, tmp_path)
+    assert list(tmp_path.iterdir()) == []

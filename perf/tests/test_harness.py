@@ -167,3 +167,26 @@ def test_save_writes_a_baseline_document(tmp_path, monkeypatch):
     calibration = json.loads((tmp_path / "cal.json").read_text())["cases"][case_id]
     assert len(calibration["a1"]) == len(calibration["a2"]) == len(calibration["slowed"]) == 5
     assert run.records[0]["regressed"] is False
+
+
+def test_gate_against_a_pooled_baseline_file(tmp_path, monkeypatch, capsys):
+    # --baseline FILE: a trial baseline (here pooled from two processes) instead of perf/baselines/<key>.json,
+    # which stays absent; the records carry the pooled rule's threshold, spread and process count.
+    case_id = f"normalized_argmax/normalized_argmax[graph]/{'x'.join(map(str, CPU_ARGMAX[1]))}/bfloat16"
+    monkeypatch.setattr(store, "BASELINE_DIR", tmp_path / "baselines")
+    monkeypatch.setattr(perf_run, "copy_bandwidth", lambda: COPY)
+    first, second = _one_case_baseline(case_id, 1e-7), _one_case_baseline(case_id, 1.1e-7)
+    pooled = tmp_path / "pooled.json"
+    pooled.write_text(json.dumps(store.pool_documents([first, second])))
+    results = tmp_path / "out" / "results.jsonl"
+    assert perf_run.main(["--gate", "--baseline", str(pooled), "--results", str(results), "--fresh"]) == 1
+    perf = [r for r in read_records(results) if r["kind"] == "perf"]
+    assert [r["case"] for r in perf] == [case_id] and perf[0]["regressed"] is True
+    assert perf[0]["baseline_processes"] == 2 and perf[0]["process_spread"] == pytest.approx(0.1)
+    assert perf[0]["effect_threshold"] == pytest.approx(1.1 * 1.1e-7 / 1.05e-7 - 1)
+    assert not (tmp_path / "baselines").exists()
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**first, "device_key": "cuda-Other_GPU"}))
+    assert perf_run.main(["--gate", "--baseline", str(other)]) == 2
+    assert "cuda-Other_GPU" in capsys.readouterr().err
+    assert perf_run.main(["--gate", "--baseline", str(tmp_path / "missing.json")]) == 2
