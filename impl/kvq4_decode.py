@@ -105,6 +105,7 @@ __all__ = [
     "MERGE_THREADGROUP_BYTES",
     "SUB",
     "THREADGROUP_MEMORY",
+    "WAVES",
     "QuantizedKV",
     "default_block",
     "device_cores",
