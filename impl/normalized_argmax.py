@@ -9,7 +9,8 @@ Contract (the seed's ``normalizedArgmax``, mlx-bun 0.5.0 ``normalized-argmax.ts`
   in T): the same rounded scores as ``argmax(logits - logsumexp(logits))``,
   without writing the V-wide normalized array.
 * Ties: the lowest token id wins, whether the tie is planted or made by
-  rounding the normalized scores to T, inside one 1024-wide tile or across tiles.
+  rounding the normalized scores to T, inside one thread's columns or across
+  threads.
 * NaN scores count as ``-inf``. A row with no finite score (a NaN or ``+inf``
   logit makes lse non-finite, an all ``-inf`` row too) returns 0.
   MLX's native argmax differs there: NaN beats every number, so
@@ -21,24 +22,61 @@ Contract (the seed's ``normalizedArgmax``, mlx-bun 0.5.0 ``normalized-argmax.ts`
 * Eligible float inputs run a fixed-shape ``mx.compile`` of the arm's graph
   (as the seed compiles with shapeless=false): a new shape recompiles.
 
-Algorithm (all arms): partial pass over tiles of 1024 columns, 128 threads per
-tile (4 SIMD groups reduce score/index pairs with shuffles, then threadgroup
-memory), writing per-tile (best score, best id); a finish pass reduces the
-tiles of a row the same way. ``better(x, i, y, j) = x > y || (x == y && i < j)``.
+Algorithm (all arms): MLX's ``logsumexp`` (one launch), then ONE threadgroup
+per row reads the row once and writes its id (one launch; the seed's partial +
+finish pair cost a launch more, and every case is launch-bound on an H200:
+0.02-0.05 ms for 0.3-19 MB). Chunk ``k`` is columns ``[4k, 4k + 4)``; thread
+``t`` of ``threads_for(V)`` takes chunks ``t, t + threads, ...`` in ascending
+order, ``UNROLL`` of them per round so their loads are in flight together, and
+keeps the first column holding its largest score (a strict ``>``: ids ascend
+within a thread, so equal scores keep the lower id; NaN never compares
+greater, -inf never beats the start value -inf). The threadgroup then reduces
+(score, id) pairs with ``better(x, i, y, j) = x > y || (x == y && i < j)``
+(SIMD shuffles, then one value per SIMD group through threadgroup memory); a
+row where no score beat -inf (every score NaN or -inf) writes 0.
 
-Arms: ``metal`` / ``cuda`` compile the two bodies below (one source each, the
-seed's, with ``inline`` spelled ``METAL_FUNC`` so the header also serves CUDA);
-``graph`` is the same tiled partial + finish in MLX ops (per-tile max with
-first-occurrence argmax, then the first tile holding the row's max), which
-runs on the CPU too.
+* The score is ``float(T(logit - lse))`` with the difference taken in float32:
+  for bf16 (8-bit significand) and f16 (11) a float32 difference of two T
+  values rounded to T equals the exactly rounded T difference native
+  computes (24 >= 2p + 2 bits: double rounding is innocuous, the argument
+  ``reference/sampling.py`` makes for float64); f32 is unchanged.
+  ``parity/test_normalized_argmax.py::test_float32_difference_rounds_like_the_dtype``
+  checks it on MLX's own subtraction.
+* Loads: a chunk is one 4-lane vector (``metal::vec<T, 4>``: 8 bytes for
+  f16/bf16, 16 for f32; a warp's load covers 256 or 512 contiguous bytes)
+  where the row allows it: V a multiple of 4 and a row start aligned to the
+  vector (``vector_aligned`` looks at the address on CUDA, where a
+  row-contiguous view, e.g. ``flat[3:3 + V]``, may start anywhere and a
+  misaligned vector load faults; the Metal arm answers false and reads
+  elements, since nothing here could check a pointer-to-integer cast on an
+  Apple GPU). Otherwise the same chunks are read element by element, bounded
+  by V.
+* Threadgroup size: ``threads_for(V)`` = the chunks rounded up to whole SIMD
+  groups, at most ``MAX_THREADS`` = 1024. A decode batch (B <= 132 rows on an
+  H200's 132 SMs) puts one threadgroup on an SM, so one threadgroup must keep
+  enough bytes in flight by itself: 1024 threads x ``UNROLL`` = 8 chunks =
+  64 KiB (bf16), 128 KiB (f32), against ~40 KiB per SM that HBM latency times
+  its share of bandwidth needs. A 1024-thread block must fit 64 registers per
+  thread (65536 per SM; MLX gives NVRTC no launch bounds):
+  ``impl/kernels/test_cuda_compile.py`` checks that with ptxas.
+* Grid: rows along x (CUDA's grid y stops at 65535 blocks).
+
+Arms: ``metal`` / ``cuda`` compile ``ROW_SOURCE`` with ``HEADER`` (one source
+each); ``graph`` is the same partition in MLX ops: the scores padded with -inf
+to whole rounds, reshaped to [rows, threads, thread's columns in scan order],
+per thread the max and its first column, then the lowest id among the threads
+holding the row's max, 0 where that max is -inf. It runs on the CPU too.
 
 Gates: ``parity/test_normalized_argmax.py`` holds every arm bit-exact
 (``gate.equal``) to native ``mx.argmax(logits - mx.logsumexp(...))`` on rows
 with no NaN score, and to ``reference.sampling.normalized_argmax_ref`` with
-MLX's lse on every row; ``properties/test_normalized_argmax_props.py`` holds
-the same over Hypothesis-drawn batches (ties, NaN, infinities, tile edges).
-The CUDA arm's record on an NVIDIA H200: ``reports/runs/2026-11-29-h200-cuda/``
-(native argmax on CUDA lets NaN win exactly as on the CPU).
+MLX's lse on every row (vocabularies on both load paths, ties inside a chunk,
+across threads and at the round edge, a maximum in the last column, a view
+that starts off the vector alignment); ``properties/test_normalized_argmax_props.py``
+holds the same over Hypothesis-drawn batches (ties, NaN, infinities, edges).
+The seed kernel's CUDA record on an NVIDIA H200:
+``reports/runs/2026-11-29-h200-cuda/`` (native argmax on CUDA lets NaN win
+exactly as on the CPU).
 """
 
 from __future__ import annotations
@@ -50,20 +88,78 @@ import mlx.core as mx
 from impl.arms import resolve_arm
 from impl.kernels import KernelSpec, Launch
 
-__all__ = ["ELIGIBLE_DTYPES", "THREADS", "TILE", "normalized_argmax", "normalized_argmax_native"]
+__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "MAX_THREADS", "UNROLL", "normalized_argmax", "normalized_argmax_native",
+           "row_launch", "threads_for"]
 
-TILE = 1024  # columns per partial threadgroup
-THREADS = 128  # threads per threadgroup: 4 SIMD groups of 32
+CHUNK = 4  # columns per chunk: one 4-lane vector load
+MAX_THREADS = 1024  # threads per row's threadgroup (module docstring: bytes in flight, 64 registers)
+UNROLL = 8  # chunks per thread per round, loaded before any is compared
+NONE = 0xFFFFFFFF  # the id of "no score above -inf yet"
 ELIGIBLE_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 
 HEADER = """
+#ifndef DEVICE_MEM
+#define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
+#endif
+
 METAL_FUNC bool better(float x, uint xi, float y, uint yi) {
   return x > y || (x == y && xi < yi);
+}
+
+// Whether a row starting at p may be read as 4-lane vectors (aligned to 4 elements' bytes).
+#if defined(__CUDACC__)
+template <typename T>
+METAL_FUNC bool vector_aligned(const T* p) {
+  return reinterpret_cast<unsigned long long>(p) % (4ull * sizeof(T)) == 0ull;
+}
+#else
+template <typename T>
+METAL_FUNC bool vector_aligned(const DEVICE_MEM T*) {
+  return false;  // no pointer-to-integer cast relied on in Metal: read elements
+}
+#endif
+
+struct Chunk {
+  float v[4];
+};
+
+// Columns [4k, 4k + 4) of a row as float; -inf past the row's end V (they never win).
+template <typename T>
+METAL_FUNC Chunk load_chunk(const DEVICE_MEM T* x, uint k, uint V, bool vectors) {
+  Chunk c;
+  if (vectors && k < V / 4u) {
+    const metal::vec<T, 4> raw = ((const DEVICE_MEM metal::vec<T, 4>*)x)[k];  // one load, by value
+    const float4 f = float4(raw);
+    c.v[0] = f.x; c.v[1] = f.y; c.v[2] = f.z; c.v[3] = f.w;
+  } else {
+    for (uint e = 0; e < 4u; ++e) {
+      const uint i = 4u * k + e;
+      c.v[e] = i < V ? float(x[i]) : -INFINITY;
+    }
+  }
+  return c;
 }"""
 
-# Four simdgroups reduce score/index pairs. Lowest token ID wins every tie.
-# The caller finishes the simd==0 block by writing its output from lane zero.
-REDUCTION = """
+ROW_SOURCE = """
+  const uint tid = thread_position_in_threadgroup.x;
+  const uint lane = tid % 32, simd = tid / 32;
+  const uint row = threadgroup_position_in_grid.x;
+  const auto x = logits + ulong(row) * V;
+  const uint chunks = (uint(V) + 3u) / 4u;
+  const bool vectors = uint(V) % 4u == 0 && vector_aligned(x);
+  const float shift = float(lse[row]);
+  float best = -INFINITY;
+  uint bestId = 0xffffffffu;
+  for (uint first = tid; first < chunks; first += UNROLL * THREADS) {
+    Chunk c[UNROLL];
+    for (uint u = 0; u < UNROLL; ++u) c[u] = load_chunk<T>(x, first + u * THREADS, V, vectors);
+    for (uint u = 0; u < UNROLL; ++u) {
+      for (uint e = 0; e < 4u; ++e) {
+        const float s = float(T(c[u].v[e] - shift));
+        if (s > best) { best = s; bestId = 4u * (first + u * THREADS) + e; }
+      }
+    }
+  }
   for (uint distance = 16; distance > 0; distance >>= 1) {
     float other = simd_shuffle_down(best, distance);
     uint oi = simd_shuffle_down(bestId, distance);
@@ -71,60 +167,31 @@ REDUCTION = """
       best = other; bestId = oi;
     }
   }
-  threadgroup float scores[4];
-  threadgroup uint ids[4];
+  threadgroup float scores[32];
+  threadgroup uint ids[32];
   if (lane == 0) { scores[simd] = best; ids[simd] = bestId; }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   if (simd == 0) {
-    best = lane < 4 ? scores[lane] : -INFINITY;
-    bestId = lane < 4 ? ids[lane] : 0xffffffffu;
-    for (uint distance = 2; distance > 0; distance >>= 1) {
+    best = lane < THREADS / 32 ? scores[lane] : -INFINITY;
+    bestId = lane < THREADS / 32 ? ids[lane] : 0xffffffffu;
+    for (uint distance = 16; distance > 0; distance >>= 1) {
       float other = simd_shuffle_down(best, distance);
       uint oi = simd_shuffle_down(bestId, distance);
-      if (lane + distance < 4 && better(other, oi, best, bestId)) {
+      if (lane + distance < 32 && better(other, oi, best, bestId)) {
         best = other; bestId = oi;
       }
     }
-"""
-
-PARTIAL_SOURCE = """
-  const uint tid = thread_position_in_threadgroup.x;
-  const uint lane = tid % 32, simd = tid / 32;
-  const uint row = threadgroup_position_in_grid.y;
-  const uint tile = threadgroup_position_in_grid.x;
-  float best = -INFINITY;
-  uint bestId = 0xffffffffu;
-  for (uint i = tile * 1024 + tid; i < min(uint(V), (tile + 1) * 1024); i += 128) {
-    float value = float(T(logits[row * V + i] - lse[row]));
-    // A nonfinite logsumexp produces only NaN/-inf normalized scores.
-    // Native argmax selects token zero for this degenerate row.
-    value = isnan(value) ? -INFINITY : value;
-    if (better(value, i, best, bestId)) { best = value; bestId = i; }
-  }
-  """ + REDUCTION + """
-    if (lane == 0) { values[row * P + tile] = best; indices[row * P + tile] = bestId; }
+    if (lane == 0) out[row] = bestId == 0xffffffffu ? 0u : bestId;
   }
 """
 
-FINISH_SOURCE = """
-  const uint tid = thread_position_in_threadgroup.x;
-  const uint lane = tid % 32, simd = tid / 32;
-  const uint row = threadgroup_position_in_grid.y;
-  float best = -INFINITY;
-  uint bestId = 0xffffffffu;
-  for (uint i = tid; i < P; i += 128) {
-    float value = values[row * P + i];
-    uint id = indices[row * P + i];
-    if (better(value, id, best, bestId)) { best = value; bestId = id; }
-  }
-  """ + REDUCTION + """
-    if (lane == 0) out[row] = bestId;
-  }
-"""
+ROW = KernelSpec("normalized_argmax_row", ("logits", "lse"), ("out",), ROW_SOURCE, header=HEADER)
 
-PARTIAL = KernelSpec("normalized_argmax_partial", ("logits", "lse"), ("values", "indices"), PARTIAL_SOURCE,
-                     header=HEADER)
-FINISH = KernelSpec("normalized_argmax_finish", ("values", "indices"), ("out",), FINISH_SOURCE, header=HEADER)
+
+def threads_for(vocab: int) -> int:
+    """Threads of a row's threadgroup: its chunks in whole SIMD groups, at most ``MAX_THREADS``."""
+    chunks = -(-vocab // CHUNK)
+    return min(MAX_THREADS, 32 * -(-chunks // 32))
 
 
 def normalized_argmax_native(logits: mx.array) -> mx.array:
@@ -152,51 +219,52 @@ def _compiled(arm: str):
 
 def _rows(logits: mx.array) -> tuple[mx.array, mx.array]:
     """Logits as [rows, V] and MLX's lse [rows, 1] in the logits' dtype."""
-    x = logits.reshape(-1, logits.shape[-1])
+    x = logits.reshape(-1, logits.shape[-1])  # no op for a [B, V] input
     return x, mx.logsumexp(x, axis=-1, keepdims=True)
 
 
-def partial_launch(x: mx.array, lse: mx.array) -> Launch:
+def row_launch(x: mx.array, lse: mx.array) -> Launch:
+    """The one kernel launch: a threadgroup per row of ``x`` [rows, V], rows along the grid's x."""
     rows, vocab = x.shape
-    tiles = -(-vocab // TILE)
-    return Launch(PARTIAL, (x, lse), (("V", vocab), ("P", tiles), ("T", x.dtype)),
-                  grid=(tiles * THREADS, rows, 1), threadgroup=(THREADS, 1, 1),
-                  output_shapes=((rows, tiles), (rows, tiles)), output_dtypes=(mx.float32, mx.uint32))
-
-
-def finish_launch(values: mx.array, indices: mx.array) -> Launch:
-    rows, tiles = values.shape
-    return Launch(FINISH, (values, indices), (("P", tiles),), grid=(THREADS, rows, 1), threadgroup=(THREADS, 1, 1),
+    threads = threads_for(vocab)
+    return Launch(ROW, (x, lse), (("V", vocab), ("THREADS", threads), ("UNROLL", UNROLL), ("T", x.dtype)),
+                  grid=(threads * rows, 1, 1), threadgroup=(threads, 1, 1),
                   output_shapes=((rows,),), output_dtypes=(mx.uint32,))
 
 
 def _kernel_argmax(logits: mx.array, arm: str) -> mx.array:
     x, lse = _rows(logits)
-    values, indices = partial_launch(x, lse).run(arm)
-    (out,) = finish_launch(values, indices).run(arm)
+    (out,) = row_launch(x, lse).run(arm)
     return out.reshape(logits.shape[:-1])
 
 
 def _graph_argmax(logits: mx.array) -> mx.array:
-    """The kernels' partial + finish in MLX ops.
+    """The kernel's row pass in MLX ops (module docstring, Algorithm).
 
-    Partial: ``T(x - lse)`` (MLX's subtraction in T rounds exactly as the
-    kernel's ``T(...)``), widened to float32, NaN -> -inf, padded with -inf to
-    whole tiles; per tile the max and its FIRST index (the kernel's ``better``
-    keeps the lowest id on ties; a pad never wins because it follows every
-    real column of its tile). Finish: the first tile holding the row's max,
-    i.e. the lowest id among equal bests.
+    ``T(x - lse)`` is MLX's subtraction in T (the kernel's float32 difference
+    rounded to T is the same value), widened to float32; NaN -> -inf (the
+    kernel's strict ``>`` never takes a NaN); padded with -inf to whole rounds
+    of ``threads`` chunks. Column ``4 * (r * threads + t) + e`` is element
+    ``e`` of thread ``t``'s round ``r``, so [rows, rounds, threads, 4] moved to
+    [rows, threads, rounds * 4] lists each thread's columns in its scan order:
+    the max and its FIRST position are the thread's strict-``>`` result; a
+    thread whose max is -inf keeps the start id NONE. Across threads
+    (``better``): the lowest id among the threads holding the row's max; a
+    row with no score above -inf returns 0.
     """
     x, lse = _rows(logits)
     rows, vocab = x.shape
-    tiles = -(-vocab // TILE)
+    threads = threads_for(vocab)
+    rounds = -(-vocab // (CHUNK * threads))
     scores = (x - lse).astype(mx.float32)
     scores = mx.where(mx.isnan(scores), -mx.inf, scores)
-    if tiles * TILE != vocab:
-        scores = mx.pad(scores, [(0, 0), (0, tiles * TILE - vocab)], constant_values=-mx.inf)
-    scores = scores.reshape(rows, tiles, TILE)
-    tile_best = scores.max(axis=-1)
-    tile_ids = mx.argmax(scores, axis=-1).astype(mx.uint32) + mx.arange(tiles, dtype=mx.uint32) * TILE
-    winner = mx.argmax(tile_best, axis=-1, keepdims=True)
-    out = mx.take_along_axis(tile_ids, winner, axis=-1)
+    scores = mx.pad(scores, [(0, 0), (0, rounds * threads * CHUNK - vocab)], constant_values=-mx.inf)
+    scan = scores.reshape(rows, rounds, threads, CHUNK).transpose(0, 2, 1, 3).reshape(rows, threads, rounds * CHUNK)
+    thread_best = scan.max(axis=-1)
+    pos = mx.argmax(scan, axis=-1).astype(mx.uint32)
+    thread_ids = CHUNK * ((pos // CHUNK) * threads + mx.arange(threads, dtype=mx.uint32)) + pos % CHUNK
+    thread_ids = mx.where(thread_best > -mx.inf, thread_ids, NONE)
+    row_best = thread_best.max(axis=-1, keepdims=True)
+    winner = mx.where(thread_best == row_best, thread_ids, NONE).min(axis=-1)
+    out = mx.where(winner == NONE, 0, winner)
     return out.reshape(logits.shape[:-1])

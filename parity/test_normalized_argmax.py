@@ -1,8 +1,11 @@
 """Parity gates of normalized argmax (``impl.normalized_argmax``), every available arm.
 
-Per dtype (bf16, f16, f32) and vocabulary size (tile edges 1023/1024/1025,
-three tiles 2049, 32000 and Qwen's 151936), one batch whose rows each carry a
-known hazard (``ROWS``). Gates (kernel "normalized_argmax"):
+Per dtype (bf16, f16, f32) and vocabulary size, one batch whose rows each
+carry a known hazard (``ROWS``). The vocabularies cover both load paths of the
+row kernel: V % 4 != 0 reads elements (1023, 1025, 2049), V % 4 == 0 reads
+4-lane vectors (1024, 32000 and Qwen's 151936; the last two take several
+rounds of chunks per thread, 151936 several unrolled groups). Gates (kernel
+"normalized_argmax"):
 
 * ``gate.equal`` against MLX's native ``mx.argmax(logits - mx.logsumexp(...))``
   on the same device, on the rows where native's contract agrees: rows with no
@@ -11,15 +14,20 @@ known hazard (``ROWS``). Gates (kernel "normalized_argmax"):
   device's lse, on every row (the contract: NaN as -inf, lowest id on ties, 0
   for a row with no finite score);
 * a ``finding`` records what native does on the NaN rows, where it differs.
+
+Also: rows read through views that start off the vector alignment (the kernel
+must fall back to elements there), and the identity the kernel's score rests
+on (a float32 difference of two T values, rounded to T, is MLX's T subtraction).
 """
 
 from __future__ import annotations
 
+import ml_dtypes
 import mlx.core as mx
 import numpy as np
 import pytest
 
-from impl.normalized_argmax import TILE, normalized_argmax, normalized_argmax_native
+from impl.normalized_argmax import CHUNK, normalized_argmax, normalized_argmax_native, threads_for
 from properties import strategies as sts
 from reference.sampling import normalized_argmax_ref, round_to
 
@@ -34,21 +42,28 @@ def row(kind: str, V: int, dtype: str, rng: np.random.Generator) -> np.ndarray:
     x = rng.standard_normal(V) * 3.0
     top = float(np.max(x)) + 2.0
     last = V - 1
+    edge = CHUNK * threads_for(V)  # the first column of round 1: chunk `threads` is thread 0's again
     if kind == "plain":
         return x
-    if kind == "tie_in_tile":  # the max twice inside tile 0; raw argmax and ours agree: the lower
+    if kind == "tie_in_chunk":  # the max twice in one chunk of thread 0: its strict > keeps the first
+        x[[1, 2]] = top
+    elif kind == "tie_in_thread":  # thread 0 in rounds 0 and 1 (in one chunk when V has a single round)
+        x[[1, 1 + edge if 1 + edge <= last else 2]] = top
+    elif kind == "tie_across_threads":  # chunk 1 (thread 1) and chunk 175 (thread 175): the lower id wins
         x[[5, min(700, last)]] = top
-    elif kind == "tie_across_tiles":  # the last column (possibly in the last tile) and column 3
+    elif kind == "tie_first_and_last":  # column 3 and the row's last column
         x[[3, last]] = top
-    elif kind == "tie_at_tile_edge":  # columns 1023 and 1024 straddle the first tile boundary
-        x[[min(TILE - 1, last - 1), min(TILE, last)]] = top
+    elif kind == "tie_at_round_edge":  # the last thread's last column of round 0 and thread 0's first of
+        x[[min(edge - 1, last - 1), min(edge, last)]] = top  # round 1: the lower id sits in the higher thread
+    elif kind == "max_at_end":  # the unique max in the row's last column
+        x[last] = top
     elif kind == "rounding_tie":
         # Logits near 0 put lse near log(V): the scores there are 16x coarser than
         # the logits, so 0 and +1 ULP merge. The larger logit sits at the HIGHER id:
         # raw argmax would take it, the normalized argmax must take the lower id.
         x = -np.abs(rng.standard_normal(V)) * 0.01 - 0.05
         x[[2, last]] = (0.0, EPS[dtype])
-    elif kind == "neg_inf":  # most columns -inf, a finite max in the last tile
+    elif kind == "neg_inf":  # most columns -inf, a finite max in the last chunk
         x[: V - 3] = -np.inf
     elif kind == "huge":  # magnitudes near the dtype's max; lse stays finite
         big = 60000.0 if dtype == "float16" else 3.0e38
@@ -67,8 +82,8 @@ def row(kind: str, V: int, dtype: str, rng: np.random.Generator) -> np.ndarray:
     return x
 
 
-ROWS = ["plain", "tie_in_tile", "tie_across_tiles", "tie_at_tile_edge", "rounding_tie", "neg_inf", "huge",
-        "pos_inf", "nan", "all_nan", "all_neg_inf"]
+ROWS = ["plain", "tie_in_chunk", "tie_in_thread", "tie_across_threads", "tie_first_and_last", "tie_at_round_edge",
+        "max_at_end", "rounding_tie", "neg_inf", "huge", "pos_inf", "nan", "all_nan", "all_neg_inf"]
 
 
 def batch(dtype: str, V: int) -> tuple[np.ndarray, mx.array]:
@@ -112,3 +127,52 @@ def test_rounding_tie_takes_the_lower_id(arm, gate, dtype):
     gate.equal(np.array([raw, int(normalized_argmax(logits[i], arm=arm).item())]), np.array([31999, 2]),
                what="raw argmax takes the larger logit (id 31999); the rounded scores tie, lowest id 2 wins",
                kernel="normalized_argmax", case=f"{dtype}-rounding-tie")
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_view_off_the_vector_alignment(arm, gate, dtype):
+    """[2, 1024] views of one flat buffer, starting 1-4 elements in. V % 4 == 0 allows vector loads, but a
+    start 1-3 elements past a 4-element boundary is misaligned for them (a fault on CUDA): those rows must be
+    read element by element. Offset 4 is aligned again (vector loads)."""
+    V = 1024
+    rng = np.random.default_rng(11)
+    flat = round_to(rng.standard_normal(4 + 2 * V) * 3.0, dtype)
+    flat[4 + 5] = flat[4 + 700] = float(np.max(flat)) + 2.0  # a tie across threads in every view's first row
+    buffer = sts.to_mx(flat, dtype)
+    for offset in (1, 2, 3, 4):
+        view = buffer[offset:offset + 2 * V].reshape(2, V)
+        out = normalized_argmax(view, arm=arm)
+        gate.equal(out, normalized_argmax_native(view), what=f"native, on a view {offset} elements into its buffer",
+                   kernel="normalized_argmax", case=f"{dtype}-offset{offset}-native")
+        lse = mx.logsumexp(view, axis=-1, keepdims=True)
+        gate.equal(out, normalized_argmax_ref(flat[offset:offset + 2 * V].reshape(2, V), dtype, lse=lse),
+                   what=f"normalized_argmax_ref with MLX's lse, on a view {offset} elements into its buffer",
+                   kernel="normalized_argmax", case=f"{dtype}-offset{offset}-oracle")
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_float32_difference_rounds_like_the_dtype(gate, dtype):
+    """The row kernel forms ``logit - lse`` in float32 and rounds it to T; native subtracts in T. They agree
+    bit for bit: with T's p-bit significand (bf16 8, f16 11), 24 >= 2p + 2, so rounding the float32 result
+    to T gives the exactly rounded T difference. Checked against that single rounding (of the float64
+    difference) and against MLX's own T subtraction: every finite T value against lse values near log(V),
+    spread over T's range, subnormal, and at T's max (overflow to -inf)."""
+    t = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(np.float16)
+    every = np.arange(2**16, dtype=np.uint16).view(t)
+    logits = every[np.isfinite(every.astype(np.float32))]
+    finfo = ml_dtypes.finfo(t)
+    tiny = float(finfo.smallest_subnormal)
+    rng = np.random.default_rng(3)
+    lse = np.concatenate([np.log([1024.0, 32000.0, 151936.0]),
+                          [float(finfo.max), -float(finfo.max), tiny, 3 * tiny, 0.0],
+                          rng.uniform(-1.0, 1.0, 24) * np.exp2(rng.uniform(-20, 15, 24))]).astype(t)
+    x, shift = sts.to_mx(logits, dtype)[:, None], sts.to_mx(lse, dtype)[None, :]
+    via_float32 = (x.astype(mx.float32) - shift.astype(mx.float32)).astype(x.dtype)
+    with np.errstate(over="ignore"):  # differences past T's max round to -inf, as in T
+        once = sts.to_mx(round_to(logits.astype(np.float64)[:, None] - lse.astype(np.float64)[None, :], dtype), dtype)
+    gate.bit_exact(via_float32, once, what="T(float32(x) - float32(lse)) is the float64 difference rounded once "
+                   "(53 >= 2 * 24 + 2: itself exact to T)", kernel="normalized_argmax", case=f"{dtype}-score-once")
+    gate.bit_exact(via_float32, x - shift, what="T(float32(x) - float32(lse)) is MLX's x - lse in T",
+                   kernel="normalized_argmax", case=f"{dtype}-score-native")
