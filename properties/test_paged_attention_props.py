@@ -10,9 +10,12 @@ the kernel must not read, bf16/f16/f32 pools and affine KV4/KV8.
 * the physical layout is invisible: another permutation of the blocks gives
   the same bytes;
 * what is stored past ``length`` is invisible: NaN or zeros there, same bytes;
+* any partition size (the kernel's split, chosen from N when not given) is a
+  rounding choice only: the output still matches the oracle;
 * (compiled arms) row i of an n-row call is bit-identical to a one-row call
-  over the first length - n + 1 + i tokens: the partitions are fixed 64-token
-  windows and an empty partition adds exact zeros in the merge;
+  over the first length - n + 1 + i tokens when both use the same partition
+  size: a row's sums never mix with another row's, tokens masked for it weigh
+  exact zeros, and an empty partition adds exact zeros in the merge;
 * bad input raises ValueError/TypeError naming the argument, before any launch.
 """
 
@@ -36,10 +39,10 @@ def kernel_name(case) -> str:
     return f"paged_attention_q{case.quant.bits}" if case.quant else "paged_attention"
 
 
-def run(case, arm, *, storage=None, table=None, q=None, length=None):
+def run(case, arm, *, storage=None, table=None, q=None, length=None, partition=None):
     return paged_attention(case.q_mx if q is None else q, case.storage if storage is None else storage,
                            case.table if table is None else table, case.length if length is None else length,
-                           scale=case.scale, arm=arm)
+                           scale=case.scale, arm=arm, partition=partition)
 
 
 @FIXTURES_OK
@@ -50,6 +53,21 @@ def test_matches_float64_oracle(arm, gate, case):
     ref, base = sts.paged_oracles(case)
     floor, why = sts.error_ratio_floor(case, ref)
     gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel=kernel_name(case), case=case.id)
+
+
+# Partitions smaller than one round of the threadgroup (4 SIMD groups x 8 tokens), ragged ones,
+# and ones spanning many rounds (the sizes partition_size picks at long N).
+PARTITIONS = (8, 24, 64, 100, 512)
+
+
+@FIXTURES_OK
+@given(case=sts.paged_cases(quantized=None, max_length=700), partition=st.sampled_from(PARTITIONS))
+def test_partition_size_is_rounding_only(arm, gate, case, partition):
+    out = run(case, arm, partition=partition)
+    ref, base = sts.paged_oracles(case)
+    floor, why = sts.error_ratio_floor(case, ref)
+    gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel=kernel_name(case),
+                     case=f"{case.id}-part{partition}")
 
 
 @FIXTURES_OK
@@ -76,9 +94,9 @@ def test_slots_past_length_are_never_read(arm, gate, case):
 @FIXTURES_OK
 @given(case=sts.paged_cases(quantized=None, max_length=160).filter(lambda c: c.n > 1))
 def test_rows_equal_single_row_calls(arm, gate, case):
-    out = run(case, arm)
+    out = run(case, arm, partition=64)
     for i in range(case.n):
-        single = run(case, arm, q=case.q_mx[:, :, i:i + 1], length=case.length - case.n + 1 + i)
+        single = run(case, arm, q=case.q_mx[:, :, i:i + 1], length=case.length - case.n + 1 + i, partition=64)
         gate.bit_exact(out[:, :, i:i + 1], single, what=f"row {i} of {case.n} vs a one-row call",
                        kernel=kernel_name(case), case=case.id)
 
