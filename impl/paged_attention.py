@@ -3,7 +3,7 @@
 Contract (the seed's ``pagedAttentionView.attend`` direct path, mlx-bun 0.5.0
 ``paged-attention.ts`` / @mlx-bun/inference ``kernels/attention/paged.ts``)::
 
-    paged_attention(q, storage, block_table, length, *, scale, arm=None) -> [1, Hq, n, Dv]
+    paged_attention(q, storage, block_table, length, *, scale, arm=None, partition=None) -> [1, Hq, n, Dv]
 
 * ``q`` [1, Hq, n, Dk], 1 <= n <= 8 (``DIRECT_MAX_QUERIES``; longer prefills
   belong to ``paged_attention_gather``), dtype float32 / float16 / bfloat16
@@ -22,26 +22,41 @@ Contract (the seed's ``pagedAttentionView.attend`` direct path, mlx-bun 0.5.0
 * Eligibility is validated before any launch; bad input raises ValueError /
   TypeError naming the argument.
 
-Algorithm (every arm): the sequence is cut into 64-token partitions. Partial
-pass: one SIMD group (32 lanes) per (query head, query row, partition) keeps a
-float32 running max and sum (online softmax) and a float32 accumulator of
-Dv/32 values per lane; scores are float32 dot products times ``scale``.
-Quantized pools dequantize on load: ``InT(scale * code + bias)`` rounded to
-the pool dtype, then widened. Merge pass: per output element, rescale each
-partition by ``exp(max_p - max)`` and divide the summed values by the summed
-normalizers, cast to q's dtype. An empty partition (rows of the last partition
-beyond a query's causal limit) contributes max ``-inf``, sum 0: weight 0.
+Algorithm (every arm): the sequence is cut into partitions of ``partition`` tokens
+(None: ``partition_size`` picks a multiple of 64 from N and the heads so that a launch has
+about ``TARGET_THREADGROUPS`` threadgroups; short sequences get 64, the seed's size).
+Partial pass: one threadgroup per (partition, KV head, chunk of up to ``MAX_ROWS`` of the
+G * n query rows that read that head), so K/V are read once per KV head, not per query head
+(GQA sharing, as kvq4 does). Its 4 SIMD groups take 8-token batches in turn; lane l owns dims
+(j * 32 + l) * V + e of a row (V = 4 plain: one 4-vector load; V = 32 / bits quantized: one
+packed word), so a warp reads each K and V row as one coalesced run, and a batch issues its 8
+K and 8 V rows together with the next batch's block-table entries read ahead. Scores are
+float32 dot products (each lane's fma chain, then a transpose-reduction: 9 shuffles give 8
+tokens' sums, lane l holding token l / 4's) times ``scale``; each batch makes one float32
+online-softmax step (one exp per lane, one rescale); weights reach the V accumulation by
+shuffle. Quantized pools dequantize on load: ``InT(scale * code + bias)`` rounded to the pool
+dtype, then widened. The SIMD groups combine in threadgroup memory, rescaled to their common
+max. Merge pass: per output element, rescale each partition by ``exp(max_p - max)`` and divide
+the summed values by the summed normalizers, cast to q's dtype. An empty partition (rows of the
+last partition beyond a query's causal limit) contributes max ``-inf``, sum 0: weight 0.
 
-Arms: ``metal`` / ``cuda`` compile the seed's bodies below (verbatim; the
-quantized partial is derived from the plain one by the seed's own two string
-replacements). ``graph`` (``_graph``) is the same computation in MLX ops:
-the same 64-token partitions and float32 state; scores summed as the kernel
-sums them (32 lane-strided float32 sums, then across lanes: ``_lane_dot``);
-dequantize-on-load rounded to the pool dtype; the same merge and casts. One
-liberty: inside a partition it takes the max, ``exp(s - max)`` and the sums at
-once instead of online, which changes only float32 rounding. It never uses a
-float32 matmul: MLX's CUDA backend computes those with TF32 inputs (seen on
-the H200: a one-token output, which is V itself, came back 9e-4 off).
+Arms: ``metal`` / ``cuda`` compile the bodies below (one source for both dialects; the
+affine variant differs only in its two load blocks, as in the seed). Partial + merge run as
+one ``mx.compile``d pair per launch shape, and the block table and the [scale, length,
+partition] geometry are kept on the device between calls (``_device_table``): host-side array
+building cost more than the kernels at N = 32k on the H200. The table is padded to a power of
+two and the partition buffers rounded up likewise, so a growing sequence retraces rarely.
+``graph`` (``_graph``) is the same computation in MLX ops: the same partitions and float32
+state; scores summed in each lane's order, then across lanes (``_lane_dot``);
+dequantize-on-load rounded to the pool dtype; the same merge and casts. Its liberties change
+only float32 rounding: inside a partition it takes the max, ``exp(s - max)`` and the sums at
+once instead of per batch and per SIMD group, adds lanes in a different tree, and multiplies
+then adds where the kernel fuses. It never uses a float32 matmul: MLX's CUDA backend computes
+those with TF32 inputs (seen on the H200: a one-token output, which is V itself, came back
+9e-4 off).
+
+The seed's body (one SIMD group per query head, row and 64-token partition) ran at 0.20 /
+0.76 TB/s on the H200 where this one runs at the figures of ``perf/RESULTS.md``.
 
 Gates: ``parity/test_paged_attention.py`` (error ratio against the float64
 oracle ``reference.attention.attention_ref`` with FlashAttention's factor 2 and
