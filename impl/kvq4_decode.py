@@ -315,18 +315,21 @@ MERGE_SOURCE = """
   threadgroup_barrier(metal::mem_flags::mem_threadgroup);
   mmax = -INFINITY;
   for (uint w = 0; w < WARPS; ++w) mmax = metal::max(mmax, wmax[w]);
-  // Each SIMD group's blocks, rescaled to that max (a block with max -inf holds no token: skipped).
+  // Each SIMD group's blocks, rescaled to that max (a block with max -inf holds no token: weight 0). A block's
+  // loads are all issued before its weight is formed, so they wait on memory together.
   float num[D / 32], den = 0.0f;
   #pragma clang loop unroll(full)
   for (uint i = 0; i < (uint)D / 32u; ++i) num[i] = 0.0f;
   for (uint s = sg; s < BLOCKS; s += WARPS) {
     const ulong b = (ulong)s * QH + qv;
-    const float ms = mpart[b];
-    if (ms == -INFINITY) continue;
-    const float w = metal::exp(ms - mmax);
+    float x[D / 32];
     #pragma clang loop unroll(full)
-    for (uint i = 0; i < (uint)D / 32u; ++i) num[i] = metal::fma(w, opart[b * (uint)D + lane + 32u * i], num[i]);
-    den = metal::fma(w, lpart[b], den);
+    for (uint i = 0; i < (uint)D / 32u; ++i) x[i] = opart[b * (uint)D + lane + 32u * i];
+    const float ms = mpart[b], ls = lpart[b];
+    const float w = ms == -INFINITY ? 0.0f : metal::exp(ms - mmax);
+    #pragma clang loop unroll(full)
+    for (uint i = 0; i < (uint)D / 32u; ++i) num[i] = metal::fma(w, x[i], num[i]);
+    den = metal::fma(w, ls, den);
   }
   #pragma clang loop unroll(full)
   for (uint i = 0; i < (uint)D / 32u; ++i) wnum[sg * (uint)D + lane + 32u * i] = num[i];
