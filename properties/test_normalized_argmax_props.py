@@ -1,10 +1,13 @@
 """Properties of normalized argmax (``impl.normalized_argmax``), every available arm.
 
 Hypothesis draws ``[rows, V]`` batches (``properties.strategies.argmax``) with
-one plant per row: ties inside a 1024 tile, across tiles and at the 1023/1024
-boundary, ties made by rounding the normalized score, NaN / +inf / -inf
-entries, all-NaN and all -inf rows, huge magnitudes; V around the tile edges
-(1023, 1024, 1025, 2049) and 32000; bf16, f16, f32.
+one plant per row: ties at drawn positions (for the row kernel: inside one
+thread's chunks or across threads, drawn ids landing in any of them; the
+strategies' 1024-wide "tiles" are the seed kernel's, kept as placements),
+ties made by rounding the normalized score, NaN / +inf / -inf entries,
+all-NaN and all -inf rows, huge magnitudes; V on both load paths of the row
+kernel (1023, 1025, 2049 element-wise; 1024, 32000 4-lane vectors); bf16, f16,
+f32.
 
 * every row equals the contract's oracle ``normalized_argmax_ref`` computed
   with the device's own logsumexp (bit-exact ids: ``gate.equal``);
