@@ -55,8 +55,10 @@ row where no score beat -inf (every score NaN or -inf) writes 0.
   groups, at most ``MAX_THREADS`` = 1024. A decode batch (B <= 132 rows on an
   H200's 132 SMs) puts one threadgroup on an SM, so one threadgroup must keep
   enough bytes in flight by itself: 1024 threads x ``UNROLL`` = 8 chunks =
-  64 KiB (bf16), 128 KiB (f32), against ~40 KiB per SM that HBM latency times
-  its share of bandwidth needs. A 1024-thread block must fit 64 registers per
+  64 KiB (bf16), 128 KiB (f32). Bandwidth x latency is ~4.8 TB/s x ~1 us =
+  ~5 MB device-wide: ~36 KiB per SM over 132 SMs, ~72 KiB when 64 rows hold
+  64 SMs. (Loading more per thread would need more registers: 8 chunks
+  already take ~48.) A 1024-thread block must fit 64 registers per
   thread (65536 per SM; MLX gives NVRTC no launch bounds):
   ``impl/kernels/test_cuda_compile.py`` checks that with ptxas.
 * Grid: rows along x (CUDA's grid y stops at 65535 blocks).
