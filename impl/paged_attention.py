@@ -32,7 +32,8 @@ G * n query rows that read that head), so K/V are read once per KV head, not per
 packed word), so a warp reads each K and V row as one coalesced run, and a batch issues its 8
 K and 8 V rows together with the next batch's block-table entries read ahead. Scores are
 float32 dot products (each lane's fma chain, then a transpose-reduction: 9 shuffles give 8
-tokens' sums, lane l holding token l / 4's) times ``scale``; each batch makes one float32
+tokens' sums, lane l holding token l / 4's), q carrying ``scale`` (applied in float32 as q is
+loaded); each batch makes one float32
 online-softmax step (one exp per lane, one rescale); weights reach the V accumulation by
 shuffle. Quantized pools dequantize on load: ``InT(scale * code + bias)`` rounded to the pool
 dtype, then widened. The SIMD groups combine in threadgroup memory, rescaled to their common
@@ -54,6 +55,12 @@ once instead of per batch and per SIMD group, adds lanes in a different tree, an
 then adds where the kernel fuses. It never uses a float32 matmul: MLX's CUDA backend computes
 those with TF32 inputs (seen on the H200: a one-token output, which is V itself, came back
 9e-4 off).
+
+Every multiply-add in the bodies is an explicit ``fma``: NVRTC contracts a separate multiply
+and add at its discretion (``-fmad=true``), and on the H200 it evidently did so differently in
+two template instances, which broke the bit-exact "row i of an n-row call equals a one-row
+call" property in float32 (``reports/runs/2026-11-29-h200-issue10/``). With nothing left to
+contract, every instance rounds the same way (not yet re-run on the H200).
 
 The seed's body (one SIMD group per query head, row and 64-token partition) ran at 0.20 /
 0.76 TB/s on the H200 where this one runs at the figures of ``perf/RESULTS.md``.
@@ -163,7 +170,7 @@ PARTIAL_SOURCE = """
     for (uint j = 0; j < JK; ++j)
       for (uint e = 0; e < VK; ++e) {
         const uint d = (j * 32 + lane) * VK + e;
-        qv[i][j * VK + e] = (r < ROWS && d < DK) ? float(q[(hq * N + query) * DK + d]) : 0.0f;
+        qv[i][j * VK + e] = (r < ROWS && d < DK) ? float(q[(hq * N + query) * DK + d]) * scale[0] : 0.0f;
       }
   }
   float m[R], l[R], o[R][JV * VV];
@@ -218,7 +225,7 @@ PARTIAL_SOURCE = """
     // tokens a lane keeps and adds its partner's share of them; lane l ends with token l / 4's score.
     const bool b16 = (lane & 16u) != 0, b8 = (lane & 8u) != 0, b4 = (lane & 4u) != 0;
     const uint mine = t0 + lane / 4;
-    float p[R];
+    float p[R], factor[R], sum[R];
     for (uint i = 0; i < R; ++i) {
       float a[4], c[2];
       for (uint k = 0; k < 4; ++k)
@@ -228,23 +235,23 @@ PARTIAL_SOURCE = """
       float score = (b4 ? c[1] : c[0]) + simd_shuffle_xor(b4 ? c[0] : c[1], 4u);
       score += simd_shuffle_xor(score, 2u);
       score += simd_shuffle_xor(score, 1u);
-      score = score * scale[0];
       if (mine >= lim[i]) score = -INFINITY;
       // One online-softmax step per batch: rescale to the new max once, one exp per lane.
       const float next = max(m[i], simd_max(score));
       const bool none = next == -INFINITY;  // nothing visible yet: keep the empty state
-      const float factor = none ? 1.0f : exp(m[i] - next);
+      factor[i] = none ? 1.0f : exp(m[i] - next);
       p[i] = none ? 0.0f : exp(score - next);
       m[i] = next;
-      for (uint j = 0; j < JV * VV; ++j) o[i][j] *= factor;
-      l[i] *= factor;
+      for (uint j = 0; j < JV * VV; ++j) o[i][j] *= factor[i];
+      sum[i] = 0.0f;
     }
     for (uint k = 0; k < 8; ++k)
       for (uint i = 0; i < R; ++i) {
         const float w = simd_shuffle(p[i], k * 4);  // masked tokens (past stop included) weigh 0
-        l[i] += w;
+        sum[i] += w;
         for (uint j = 0; j < JV * VV; ++j) o[i][j] = fma(w, vbuf[k][j], o[i][j]);
       }
+    for (uint i = 0; i < R; ++i) l[i] = fma(l[i], factor[i], sum[i]);
   }
   // Combine the SIMD groups' states in threadgroup memory (rescaled to their common max).
   threadgroup float osh[SG * R * DV];
@@ -268,8 +275,8 @@ PARTIAL_SOURCE = """
       const float ms = msh[s * R + i];
       if (ms == -INFINITY) continue;
       const float weight = exp(ms - top);
-      value += weight * osh[(s * R + i) * DV + d];
-      total += weight * lsh[s * R + i];
+      value = fma(weight, osh[(s * R + i) * DV + d], value);
+      total = fma(weight, lsh[s * R + i], total);
     }
     const uint base = out_row[i] * count + part;
     out[base * DV + d] = value;
@@ -297,12 +304,12 @@ LOAD_AFFINE = {
     "LOAD_KEY": """{
             const uint word = keys[at / PACK];
             const float s = float(ks[at / GROUP]), b = float(kb[at / GROUP]);
-            for (uint e = 0; e < VK; ++e) kx[e] = float(InT(s * float((word >> (e * BITS)) & ((1u << BITS) - 1u)) + b));
+            for (uint e = 0; e < VK; ++e) kx[e] = float(InT(fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b)));
           }""",
     "LOAD_VALUE": """{
             const uint word = values[at / PACK];
             const float s = float(vs[at / GROUP]), b = float(vb[at / GROUP]);
-            for (uint e = 0; e < VV; ++e) vx[e] = float(InT(s * float((word >> (e * BITS)) & ((1u << BITS) - 1u)) + b));
+            for (uint e = 0; e < VV; ++e) vx[e] = float(InT(fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b)));
           }""",
 }
 
@@ -323,8 +330,8 @@ MERGE_SOURCE = """
   for (uint part = slice; part < count; part += 8) {
     uint base = row * count + part;
     float weight = exp(normal[base * 2] - maximum);
-    sum += normal[base * 2 + 1] * weight;
-    value += (d < DV ? parts[base * DV + d] : 0.0f) * weight;
+    sum = fma(normal[base * 2 + 1], weight, sum);
+    value = fma(d < DV ? parts[base * DV + d] : 0.0f, weight, value);
   }
   values[slice][x] = value;
   if (x == 0) totals[slice] = sum;
@@ -670,8 +677,9 @@ def _graph(q: mx.array, storage: PagedStorage, table: mx.array, length: int, sca
     v = _load(storage, "values", physical, slot).transpose(1, 0, 2)  # [Hkv, T, Dv]
     dv = v.shape[-1]
 
-    qf = q.astype(mx.float32).reshape(hk, group * n, dk)  # head h = kv * group + r
-    scores = _lane_dot(qf, k, _lanes(dk, storage.quantization)) * mx.array(scale, dtype=mx.float32)
+    # head h = kv * group + r; the kernel folds the scale into q as it loads it
+    qf = q.astype(mx.float32).reshape(hk, group * n, dk) * mx.array(scale, dtype=mx.float32)
+    scores = _lane_dot(qf, k, _lanes(dk, storage.quantization))
     query = mx.arange(n).reshape(1, n, 1)
     visible = tokens.reshape(1, 1, -1) <= (length - n + query)  # bottom-right causal, [1, n, T]
     scores = mx.where(visible, scores.reshape(hk, group, n, -1), -mx.inf)
