@@ -1,0 +1,524 @@
+#!/usr/bin/env bash
+# kvq4 decode (issue 10) on the H200: correctness of the cuda arm (float64 oracle, graph arm; strided planes),
+# then per-call times vs mx.dequantize + SDPA and vs the seed kernel (embedded below), plus a block sweep.
+# Run from the repo root; ~60-90 s (mostly NVRTC compiles). Prints PASS/FAIL lines and the ratios;
+# the output is also written to $OUT/kvq4.txt. Exit status 1 if any correctness line FAILs.
+set -euo pipefail
+WORK=$(mktemp -d)
+cat > "$WORK/kvq4_seed.py" <<'KVQ4_SEED_EOF'
+"""One-row decode attention over a 4-bit, group-64 affine KV cache, head dim 256.
+
+Contract (the seed's ``kvq4DecodeSdpa``, @mlx-bun/inference 1.0.0
+``kernels/attention/kvq4-decode.ts``)::
+
+    kvq4_decode(q, keys, values, *, scale, block=512, arm=None) -> [1, H, 1, 256]
+
+* ``q`` [1, H, 1, 256]: one query row (B = 1, L = 1), float32 / float16 /
+  bfloat16 (T). Output in T.
+* ``keys`` / ``values``: ``QuantizedKV(packed, scales, biases)`` or a plain
+  ``(packed, scales, biases)`` tuple, the layout of ``mx.quantize(x,
+  group_size=64, bits=4)`` for x [1, KVH, N, 256]: ``packed`` uint32 [1, KVH,
+  N, 32] (dim d is the 4-bit code at bits ``4 * (d % 8)`` of word ``d // 8``),
+  ``scales`` / ``biases`` [1, KVH, N, 4] in T. Any of the six planes may be a
+  strided view (a slice of a larger cache along heads or tokens, a transpose):
+  the kernel reads each plane through its own ``*_strides``, never copying.
+  N >= 1 is a runtime argument (read from ``kp_shape``): one compiled kernel
+  serves every cache length.
+* GQA: H = KVH * REP with an even REP (the threadgroup splits its query heads
+  into 2 head groups); query head h reads KV head ``h // REP``.
+* ``scale``: finite real; ``q * scale`` is formed in T (MLX's op) before the
+  kernel, as the seed does.
+* ``block``: tokens per threadgroup (the seed's 512 measured on an M4 Pro), any
+  int >= 1; it partitions the softmax, so it is part of the numbers.
+* ``kvq4_decode_eligible(q, keys, group_size, bits)`` says whether the seed's
+  conditions hold (B = L = 1, D = 256, bits 4, group 64, an even GQA factor).
+  ``kvq4_decode`` refuses anything else with a ValueError / TypeError naming
+  the argument, before any launch. The compiled arms also need the combine
+  buffers (``4 * (SUB * REP * 256 + 2 * SUB * REP)`` bytes of threadgroup
+  memory) to fit the device: Metal's 32 KiB allows REP <= 6, CUDA's 48 KiB of
+  static shared memory REP <= 10; the graph arm has no such bound.
+
+Algorithm (every arm): a threadgroup is one KV head x one block of ``block``
+tokens: 8 SIMD groups = SUB = 4 token sub-chunks of ceil(block / 4) tokens x
+2 head groups of REP / 2 query heads. Each lane owns 8 of the 256 dims (one
+packed word) and dequantizes on load in float32, ``fma(scale, code, bias)``
+(never rounded to T). A score is each lane's 8-term fma chain over its dims,
+summed over the SIMD group (q carries the scale); a float32 online softmax
+runs over the sub-chunk's tokens. The 4 sub-chunks combine in threadgroup memory
+(rescaled to their max; a sub-chunk with no token has max -inf and is
+skipped), then a merge kernel combines the blocks the same way and divides,
+casting to T.
+
+Arms: ``metal`` / ``cuda`` compile the two bodies below, the seed's with two
+port fixes that keep its Metal semantics: the last-axis stride of every plane
+is read (the seed assumed 1), and biases are read through their own strides
+(the seed used the scales' strides for both). ``graph`` is the same
+computation in MLX ops: same blocks, sub-chunks, float32 online softmax
+(one token position of every sub-chunk per step), combine and merge. Its
+liberties only change float32 rounding: ``scale * code + bias`` is two ops
+(exactly the fma for float16/bfloat16 scales, whose product with a 4-bit code
+is exact in float32), ``o * factor + e * v`` likewise, and the score's
+8-term and 32-lane sums are MLX's sums (of elementwise float32 products: a
+float32 matmul would run in TF32 on MLX's CUDA backend, see
+``parity/test_kvq4_decode.py::test_float32_matmul_precision``).
+
+Gates: ``parity/test_kvq4_decode.py`` (error ratio against the float64 oracle
+``reference.attention.attention_ref`` on the K/V as the kernel dequantizes
+them, with the naive computation in T on ``mx.dequantize``-rounded K/V as
+baseline; KL through a fixed LM head against ``mx.dequantize`` +
+``mx.fast.scaled_dot_product_attention``); ``properties/test_kvq4_decode_props.py``
+(Hypothesis: GQA 2..8, N across block and sub-chunk edges, blocks 64..512,
+strided and transposed planes, bad input).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import mlx.core as mx
+
+from impl.arms import resolve_arm
+from impl.checks import check_int, check_scale
+from impl.kernels import KernelSpec, Launch
+
+__all__ = [
+    "BITS",
+    "DTYPES",
+    "GROUP_SIZE",
+    "HEAD_DIM",
+    "KV4_DECODE_BLOCK",
+    "SUB",
+    "THREADGROUP_MEMORY",
+    "QuantizedKV",
+    "kvq4_decode",
+    "kvq4_decode_eligible",
+    "max_gqa_factor",
+    "merge_launch",
+    "partial_launch",
+    "threadgroup_bytes",
+]
+
+HEAD_DIM = 256
+BITS = 4
+GROUP_SIZE = 64
+WORDS = HEAD_DIM * BITS // 32  # packed uint32 words per row: one per lane
+GROUPS = HEAD_DIM // GROUP_SIZE
+SUB = 4  # token sub-chunks per threadgroup
+KV4_DECODE_BLOCK = 512  # tokens per threadgroup, the seed's measured default
+SIMD = 32
+DTYPES = (mx.bfloat16, mx.float16, mx.float32)
+# Threadgroup memory a compiled arm may declare (bytes): Apple GPUs' limit, CUDA's static __shared__ limit.
+THREADGROUP_MEMORY = {"metal": 32 * 1024, "cuda": 48 * 1024}
+
+
+class QuantizedKV(NamedTuple):
+    """One quantized K or V plane set, as ``mx.quantize`` returns it (plus its parameters)."""
+
+    packed: mx.array  # uint32 [1, KVH, N, 32]
+    scales: mx.array  # T [1, KVH, N, 4]
+    biases: mx.array  # T [1, KVH, N, 4]
+    group_size: int = GROUP_SIZE
+    bits: int = BITS
+
+
+PARTIAL_SOURCE = """
+  const uint lane = thread_index_in_simdgroup;
+  const uint sg = simdgroup_index_in_threadgroup;
+  const uint hk = threadgroup_position_in_grid.y, block = threadgroup_position_in_grid.x;
+  const uint hg = sg % 2u, sc = sg / 2u;              // head group, token sub-chunk
+  constexpr uint HPG = REP / 2;                       // heads per group
+  const uint N = kp_shape[2];                         // cached positions: an argument, not a specialization
+  const uint t0 = block * (uint)BLOCK, tEnd = metal::min(N, t0 + (uint)BLOCK);
+  const uint sub = ((uint)BLOCK + (uint)SUB - 1u) / (uint)SUB;
+  const uint s0 = t0 + sc * sub, s1 = metal::min(tEnd, s0 + sub);
+  // Queries (pre-scaled), 8 dims per lane.
+  float qv[HPG][8];
+  #pragma clang loop unroll(full)
+  for (uint j = 0; j < HPG; ++j)
+    #pragma clang loop unroll(full)
+    for (uint i = 0; i < 8u; ++i) qv[j][i] = float(q[(hk * (uint)REP + hg * HPG + j) * (uint)D + lane * 8u + i]);
+  float m[HPG], l[HPG], o[HPG][8];
+  #pragma clang loop unroll(full)
+  for (uint j = 0; j < HPG; ++j) { m[j] = -INFINITY; l[j] = 0.0f; for (uint i = 0; i < 8u; ++i) o[j][i] = 0.0f; }
+  const uint g = lane / 8u;                           // this lane's 64-dim group
+  // Token t of a plane is at offset + t * row stride; the offset holds the head and this lane's word / group.
+  const ulong kpo = (ulong)hk * (ulong)kp_strides[1] + (ulong)lane * (ulong)kp_strides[3], kpr = (ulong)kp_strides[2];
+  const ulong vpo = (ulong)hk * (ulong)vp_strides[1] + (ulong)lane * (ulong)vp_strides[3], vpr = (ulong)vp_strides[2];
+  const ulong kso = (ulong)hk * (ulong)ks_strides[1] + (ulong)g * (ulong)ks_strides[3], ksr = (ulong)ks_strides[2];
+  const ulong kbo = (ulong)hk * (ulong)kb_strides[1] + (ulong)g * (ulong)kb_strides[3], kbr = (ulong)kb_strides[2];
+  const ulong vso = (ulong)hk * (ulong)vs_strides[1] + (ulong)g * (ulong)vs_strides[3], vsr = (ulong)vs_strides[2];
+  const ulong vbo = (ulong)hk * (ulong)vb_strides[1] + (ulong)g * (ulong)vb_strides[3], vbr = (ulong)vb_strides[2];
+  for (uint t = s0; t < s1; ++t) {
+    const uint kword = kp[kpo + (ulong)t * kpr];
+    const uint vword = vp[vpo + (ulong)t * vpr];
+    const float kscale = float(ks[kso + (ulong)t * ksr]), kbias = float(kb[kbo + (ulong)t * kbr]);
+    const float vscale = float(vs[vso + (ulong)t * vsr]), vbias = float(vb[vbo + (ulong)t * vbr]);
+    float kr[8], vr[8];
+    #pragma clang loop unroll(full)
+    for (uint i = 0; i < 8u; ++i) {
+      kr[i] = metal::fma(kscale, float((kword >> (4u * i)) & 15u), kbias);
+      vr[i] = metal::fma(vscale, float((vword >> (4u * i)) & 15u), vbias);
+    }
+    #pragma clang loop unroll(full)
+    for (uint j = 0; j < HPG; ++j) {
+      float score = 0.0f;
+      #pragma clang loop unroll(full)
+      for (uint i = 0; i < 8u; ++i) score = metal::fma(qv[j][i], kr[i], score);
+      score = metal::simd_sum(score);
+      const float mn = metal::max(m[j], score);
+      const float factor = metal::exp(m[j] - mn), e = metal::exp(score - mn);
+      m[j] = mn;
+      l[j] = l[j] * factor + e;
+      #pragma clang loop unroll(full)
+      for (uint i = 0; i < 8u; ++i) o[j][i] = metal::fma(o[j][i], factor, e * vr[i]);
+    }
+  }
+  // Combine the SUB token sub-chunks of each head in threadgroup memory.
+  threadgroup float osh[SUB * REP * D];
+  threadgroup float msh[SUB * REP], lsh[SUB * REP];
+  #pragma clang loop unroll(full)
+  for (uint j = 0; j < HPG; ++j) {
+    const uint h = hg * HPG + j, slot = sc * (uint)REP + h;
+    for (uint i = 0; i < 8u; ++i) osh[slot * (uint)D + lane * 8u + i] = o[j][i];
+    if (lane == 0u) { msh[slot] = m[j]; lsh[slot] = l[j]; }
+  }
+  threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+  for (uint e = thread_position_in_threadgroup.x; e < (uint)(REP * D); e += threads_per_threadgroup.x) {
+    const uint h = e / (uint)D, d = e % (uint)D;
+    float gmax = -INFINITY;
+    for (uint s = 0; s < (uint)SUB; ++s) gmax = metal::max(gmax, msh[s * (uint)REP + h]);
+    float acc = 0.0f, den = 0.0f;
+    for (uint s = 0; s < (uint)SUB; ++s) {
+      const float ms = msh[s * (uint)REP + h];
+      if (ms == -INFINITY) continue;
+      const float w = metal::exp(ms - gmax);
+      acc += w * osh[(s * (uint)REP + h) * (uint)D + d];
+      den += w * lsh[s * (uint)REP + h];
+    }
+    const ulong base = ((ulong)block * (uint)KVH + hk) * (uint)REP + h;
+    opart[base * (uint)D + d] = acc;
+    if (d == 0u) { mpart[base] = gmax; lpart[base] = den; }
+  }
+"""
+
+MERGE_SOURCE = """
+  const uint d = thread_position_in_grid.x, qv = thread_position_in_grid.y;
+  if (d >= (uint)D || qv >= (uint)(KVH * REP)) return;
+  const uint BLOCKS = mpart_shape[0];
+  float mmax = -INFINITY;
+  for (uint s = 0; s < BLOCKS; ++s) mmax = metal::max(mmax, mpart[(ulong)s * (uint)(KVH * REP) + qv]);
+  float num = 0.0f, den = 0.0f;
+  for (uint s = 0; s < BLOCKS; ++s) {
+    const ulong b = (ulong)s * (uint)(KVH * REP) + qv;
+    const float ms = mpart[b];
+    if (ms == -INFINITY) continue;
+    const float w = metal::exp(ms - mmax);
+    num += w * opart[b * (uint)D + d];
+    den += w * lpart[b];
+  }
+  out[(ulong)qv * (uint)D + d] = T(num / den);
+"""
+
+PARTIAL = KernelSpec("kvq4_decode_partial", ("q", "kp", "ks", "kb", "vp", "vs", "vb"), ("opart", "mpart", "lpart"),
+                     PARTIAL_SOURCE, ensure_row_contiguous=False)
+MERGE = KernelSpec("kvq4_decode_merge", ("opart", "mpart", "lpart"), ("out",), MERGE_SOURCE)
+
+
+def threadgroup_bytes(rep: int) -> int:
+    """Threadgroup memory of the partial kernel for GQA factor ``rep``: osh, msh and lsh (float32)."""
+    return 4 * (SUB * rep * HEAD_DIM + 2 * SUB * rep)
+
+
+def max_gqa_factor(arm: str) -> int | None:
+    """The largest even GQA factor whose combine buffers fit ``arm``'s threadgroup memory (None: no bound)."""
+    limit = THREADGROUP_MEMORY.get(arm)
+    if limit is None:
+        return None
+    rep = 2
+    while threadgroup_bytes(rep + 2) <= limit:
+        rep += 2
+    return rep
+
+
+# --- validation -------------------------------------------------------------
+
+
+def _planes(name: str, planes) -> QuantizedKV:
+    if isinstance(planes, QuantizedKV):
+        return planes
+    if isinstance(planes, (tuple, list)) and len(planes) == 3:
+        return QuantizedKV(*planes)
+    raise TypeError(f"{name} must be a QuantizedKV or a (packed, scales, biases) tuple, got {type(planes).__name__}")
+
+
+def kvq4_decode_eligible(q, keys, group_size: int, bits: int) -> bool:
+    """The seed's ``kvq4DecodeEligible``: one query row, head dim 256, a 4-bit group-64 cache, an even GQA factor."""
+    try:
+        packed = _planes("keys", keys).packed
+    except TypeError:
+        return False
+    if not isinstance(q, mx.array) or q.ndim != 4 or not isinstance(packed, mx.array) or packed.ndim != 4:
+        return False
+    b, h, L, d = q.shape
+    kvh = packed.shape[1]
+    return (b == 1 and L == 1 and d == HEAD_DIM and bits == BITS and group_size == GROUP_SIZE and kvh > 0
+            and h % kvh == 0 and (h // kvh) % 2 == 0)
+
+
+def _check_planes(name: str, planes: QuantizedKV, dtype: mx.Dtype) -> tuple[int, int]:
+    """(KVH, N) of a valid plane set, else ValueError / TypeError naming ``name``."""
+    if isinstance(planes.bits, bool) or planes.bits != BITS:
+        raise ValueError(f"{name}.bits must be {BITS} (the kernel unpacks 4-bit codes), got {planes.bits!r}")
+    if isinstance(planes.group_size, bool) or planes.group_size != GROUP_SIZE:
+        raise ValueError(f"{name}.group_size must be {GROUP_SIZE}, got {planes.group_size!r}")
+    for field in ("packed", "scales", "biases"):
+        if not isinstance(getattr(planes, field), mx.array):
+            raise TypeError(f"{name}.{field} must be an mx.array, got {type(getattr(planes, field)).__name__}")
+    packed, scales, biases = planes.packed, planes.scales, planes.biases
+    if packed.dtype != mx.uint32:
+        raise ValueError(f"{name}.packed must be uint32, got {packed.dtype}")
+    if packed.ndim != 4 or packed.shape[0] != 1 or packed.shape[3] != WORDS:
+        raise ValueError(f"{name}.packed must have shape [1, KVH, N, {WORDS}] (head dim {HEAD_DIM} at {BITS} bits), "
+                         f"got {list(packed.shape)}")
+    _, kvh, n, _ = packed.shape
+    for field, plane in (("scales", scales), ("biases", biases)):
+        if tuple(plane.shape) != (1, kvh, n, GROUPS):
+            raise ValueError(f"{name}.{field} must have shape [1, {kvh}, {n}, {GROUPS}] (groups of {GROUP_SIZE}), "
+                             f"got {list(plane.shape)}")
+        if plane.dtype != dtype:
+            raise ValueError(f"{name}.{field} has dtype {plane.dtype} but q has {dtype}")
+    if n < 1:
+        raise ValueError(f"{name} holds no cached position (N = 0)")
+    return kvh, n
+
+
+
+def _validate(q, keys, values, scale, block) -> tuple[QuantizedKV, QuantizedKV, float, int]:
+    if not isinstance(q, mx.array):
+        raise TypeError(f"q must be an mx.array, got {type(q).__name__}")
+    if q.ndim != 4 or q.shape[0] != 1 or q.shape[2] != 1:
+        raise ValueError(f"q must have shape [1, H, 1, {HEAD_DIM}] (one query row), got {list(q.shape)}")
+    if q.shape[3] != HEAD_DIM:
+        raise ValueError(f"q has head dim D={q.shape[3]}; the kernel is written for D={HEAD_DIM}")
+    if q.dtype not in DTYPES:
+        raise ValueError(f"q must be one of {DTYPES}, got {q.dtype}")
+    keys, values = _planes("keys", keys), _planes("values", values)
+    kvh, n = _check_planes("keys", keys, q.dtype)
+    if _check_planes("values", values, q.dtype) != (kvh, n):
+        raise ValueError(f"values have [KVH, N] = {list(values.packed.shape[1:3])} but keys have {[kvh, n]}")
+    h = q.shape[1]
+    if h % kvh:
+        raise ValueError(f"q has H={h} heads, not a multiple of the cache's KVH={kvh}")
+    if (h // kvh) % 2:
+        raise ValueError(f"q has H={h} heads over KVH={kvh}: the GQA factor {h // kvh} must be even "
+                         "(the kernel splits a KV head's queries into 2 head groups)")
+    return keys, values, check_scale(scale), check_int("block", block, minimum=1)
+
+
+def _check_fits(arm: str, rep: int) -> None:
+    limit = THREADGROUP_MEMORY.get(arm)
+    if limit is not None and threadgroup_bytes(rep) > limit:
+        raise ValueError(f"q's GQA factor {rep} needs {threadgroup_bytes(rep)} bytes of threadgroup memory; "
+                         f"the {arm} arm has {limit} (GQA <= {max_gqa_factor(arm)}): use arm='graph'")
+
+
+# --- the kernels -------------------------------------------------------------
+
+
+def partial_launch(qs: mx.array, keys: QuantizedKV, values: QuantizedKV, block: int) -> Launch:
+    """The partial pass exactly as the seed issues it (``qs``: the pre-scaled, contiguous query)."""
+    h = qs.shape[1]
+    kvh, n = keys.packed.shape[1], keys.packed.shape[2]
+    rep, blocks = h // kvh, -(-n // block)
+    return Launch(PARTIAL, (qs, keys.packed, keys.scales, keys.biases, values.packed, values.scales, values.biases),
+                  (("T", qs.dtype), ("D", HEAD_DIM), ("KVH", kvh), ("REP", rep), ("BLOCK", block), ("SUB", SUB)),
+                  grid=(SIMD * 2 * SUB * blocks, kvh, 1), threadgroup=(SIMD * 2 * SUB, 1, 1),
+                  output_shapes=((blocks, kvh, rep, HEAD_DIM), (blocks, kvh, rep), (blocks, kvh, rep)),
+                  output_dtypes=(mx.float32, mx.float32, mx.float32))
+
+
+def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dtype) -> Launch:
+    _, kvh, rep, d = opart.shape
+    return Launch(MERGE, (opart, mpart, lpart), (("T", dtype), ("D", d), ("KVH", kvh), ("REP", rep)),
+                  grid=(d, kvh * rep, 1), threadgroup=(min(256, d), 1, 1),
+                  output_shapes=((1, kvh * rep, 1, d),), output_dtypes=(dtype,))
+
+
+def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int = KV4_DECODE_BLOCK,
+                arm: str | None = None) -> mx.array:
+    """softmax(scale * q . K^T) V for one query row over a 4-bit group-64 cache (module docstring)."""
+    keys, values, scale, block = _validate(q, keys, values, scale, block)
+    arm = resolve_arm(arm)
+    _check_fits(arm, q.shape[1] // keys.packed.shape[1])
+    qs = mx.contiguous(q * scale)  # softmax scale folded into q, in T (the seed's mulScalar)
+    if arm == "graph":
+        return _graph(qs, keys, values, block)
+    opart, mpart, lpart = partial_launch(qs, keys, values, block).run(arm)
+    (out,) = merge_launch(opart, mpart, lpart, q.dtype).run(arm)
+    return out
+
+
+# --- the graph arm -----------------------------------------------------------
+
+
+def _dequantize(planes: QuantizedKV, tokens: mx.array) -> mx.array:
+    """Rows ``tokens`` of every KV head as float32 [KVH, T, 32 lanes, 8]: ``scale * code + bias`` per dim."""
+    words = mx.take(planes.packed[0], tokens, axis=1)  # [KVH, T, 32]
+    shifts = mx.arange(8, dtype=mx.uint32) * 4
+    codes = ((words[..., None] >> shifts) & 15).astype(mx.float32)  # [KVH, T, 32, 8]: dim 8 * lane + i
+    lane_group = mx.arange(SIMD) // (GROUP_SIZE // 8)  # lane -> its 64-dim group
+    scales = mx.take(mx.take(planes.scales[0], tokens, axis=1), lane_group, axis=2).astype(mx.float32)
+    biases = mx.take(mx.take(planes.biases[0], tokens, axis=1), lane_group, axis=2).astype(mx.float32)
+    return scales[..., None] * codes + biases[..., None]
+
+
+def _combine(m: mx.array, o: mx.array, l: mx.array, axis: int) -> tuple[mx.array, mx.array, mx.array]:
+    """Softmax partials (max m, values o with one more trailing axis, sum l) combined along ``axis`` of m:
+    rescaled to the largest max; a partial with max -inf (no token) is skipped (weight 0)."""
+    top = m.max(axis=axis, keepdims=True)
+    w = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))
+    return top.squeeze(axis), (w[..., None] * o).sum(axis=axis), (w * l).sum(axis=axis)
+
+
+def _graph(qs: mx.array, keys: QuantizedKV, values: QuantizedKV, block: int) -> mx.array:
+    """The partial + merge kernels in MLX ops (the module docstring says where they differ)."""
+    h = qs.shape[1]
+    kvh, n = keys.packed.shape[1], keys.packed.shape[2]
+    rep, blocks, sub = h // kvh, -(-n // block), -(-block // SUB)
+    steps = min(sub, n)  # positions within a sub-chunk that hold a token anywhere
+
+    # Token of (block, sub-chunk, position): b * block + sc * sub + i; live when inside the block and the cache.
+    within = mx.arange(SUB).reshape(SUB, 1) * sub + mx.arange(steps).reshape(1, steps)  # [SUB, steps]
+    token = mx.arange(blocks).reshape(blocks, 1, 1) * block + within  # [blocks, SUB, steps]
+    live = (within < block) & (token < n)
+    gathered = mx.where(live, token, 0).reshape(-1)
+    k = _dequantize(keys, gathered)  # [KVH, T, 32, 8]
+    v = _dequantize(values, gathered).reshape(kvh, blocks, SUB, steps, HEAD_DIM)
+
+    # Scores: each lane's 8-term dot product, then the sum over the 32 lanes (simd_sum). Elementwise
+    # products and sums, not a matmul: MLX's CUDA backend runs float32 matmuls in TF32 (10-bit mantissa).
+    q = qs.astype(mx.float32).reshape(kvh, rep, 1, SIMD, 8)
+    lanes = (q * k[:, None]).sum(axis=-1)  # [KVH, REP, T, 32]
+    scores = lanes.sum(axis=-1).reshape(kvh, rep, blocks, SUB, steps)
+
+    # Online softmax per sub-chunk, one token position of every sub-chunk at a time.
+    m = mx.full((kvh, rep, blocks, SUB), -mx.inf, dtype=mx.float32)
+    l = mx.zeros((kvh, rep, blocks, SUB), dtype=mx.float32)
+    o = mx.zeros((kvh, rep, blocks, SUB, HEAD_DIM), dtype=mx.float32)
+    for i in range(steps):
+        score, here = scores[..., i], live[..., i]  # [KVH, REP, blocks, SUB], [blocks, SUB]
+        mn = mx.maximum(m, score)
+        factor, e = mx.exp(m - mn), mx.exp(score - mn)
+        vi = v[:, None, :, :, i]  # [KVH, 1, blocks, SUB, D]
+        o = mx.where(here[..., None], o * factor[..., None] + e[..., None] * vi, o)
+        l = mx.where(here, l * factor + e, l)
+        m = mx.where(here, mn, m)
+
+    m, o, l = _combine(m, o, l, axis=3)  # the 4 sub-chunks of a block
+    _, num, den = _combine(m, o, l, axis=2)  # the blocks (merge kernel)
+    out = (num / den[..., None]).astype(qs.dtype)  # [KVH, REP, D]
+    return out.reshape(1, h, 1, HEAD_DIM)
+KVQ4_SEED_EOF
+cat > "$WORK/check.py" <<'KVQ4_CHECK_EOF'
+"""kvq4 decode on the GPU: cuda arm vs float64 oracle and graph arm, then timing vs dequantize + SDPA (and the seed)."""
+import importlib.util
+import statistics
+import sys
+import time
+
+import mlx.core as mx
+import numpy as np
+
+from impl.kvq4_decode import QuantizedKV, default_block, kvq4_decode
+from properties.strategies import build_kvq4_case, decode_error_floor, kvq4_oracles
+
+START = time.time()
+print(f"device: {mx.device_info(mx.gpu).get('device_name')}  mlx {mx.__version__}", flush=True)
+
+# --- 1. correctness: FlashAttention's error-ratio rule, the suite's gate, printed ------------------------------------
+print("\n== cuda arm vs float64 oracle (rule: err_cuda <= 2 * err_naive_T + floor) and vs graph arm ==")
+CASES = [  # dtype, H, KVH, N, block (None: default rule), layout
+    ("bfloat16", 4, 2, 97, 64, "contiguous"),
+    ("float32", 12, 2, 301, 100, "window"),      # ragged sub-chunks and batches
+    ("float16", 16, 2, 1000, None, "heads"),     # strided heads, default block
+    ("bfloat16", 24, 4, 1500, 512, "transposed"),  # non-unit last stride
+    ("float32", 8, 1, 5000, None, "slice"),      # MQA GQA 8, default block, token slice
+    ("bfloat16", 32, 8, 4099, None, "contiguous"),  # GQA 4 (the 32/8 benchmark's), one token past a batch
+    ("float16", 20, 2, 777, 96, "window"),       # GQA 10 (CUDA's largest)
+]
+failures = 0
+for dtype, h, kvh, n, block, layout in CASES:
+    used = default_block(n, kvh) if block is None else block
+    case = build_kvq4_case(np.random.default_rng(n), dtype=dtype, h=h, kvh=kvh, n=n, block=used, layout=layout)
+    cuda = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=block, arm="cuda")
+    graph = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=block, arm="graph")
+    ref, base = kvq4_oracles(case)
+    floor, _ = decode_error_floor(ref, dtype, case.q, case.k32, case.v32, scale=case.scale)
+    c, g = (np.array(x.astype(mx.float32)).astype(np.float64) for x in (cuda, graph))
+    err_c, err_g = float(np.max(np.abs(c - ref))), float(np.max(np.abs(g - ref)))
+    err_b = float(np.max(np.abs(base.astype(np.float64) - ref)))
+    bound = 2 * err_b + floor
+    ok = np.isfinite(c).all() and err_c <= bound
+    failures += not ok
+    print(f"{'PASS' if ok else 'FAIL'} {case.id:42s} block {used:3d}: max|cuda-ref| {err_c:.3g}  bound {bound:.3g}  "
+          f"max|graph-ref| {err_g:.3g}  max|cuda-graph| {float(np.max(np.abs(c - g))):.3g}", flush=True)
+print(f"correctness: {failures} failure(s)  ({time.time() - START:.0f} s)", flush=True)
+
+# --- 2. timing ------------------------------------------------------------------------------------------------------
+spec = importlib.util.spec_from_file_location("kvq4_seed", sys.argv[1])
+seed = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(seed)
+
+
+def per_call(fn, calls=8, warmup=3, rounds=20) -> float:
+    """Median over rounds of (8 calls, one mx.eval) / 8, in ms."""
+    for _ in range(warmup):
+        mx.eval([fn() for _ in range(calls)])
+    samples = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        mx.eval([fn() for _ in range(calls)])
+        samples.append((time.perf_counter() - t) / calls)
+    return 1e3 * statistics.median(samples)
+
+
+print("\n== timing, bf16, one query row, D 256 (ms per call: median of 20 rounds of 8 calls + one eval, 3 warm-up) ==")
+print("ratio = dequantize+SDPA time / kvq4 time (target >= 3.0 at N >= 32k); GB/s = packed K/V bytes / time")
+mx.random.seed(0)
+for hq, hkv, n in ((16, 8, 131072), (32, 8, 32768), (8, 1, 32768)):
+    q = mx.random.normal((1, hq, 1, 256)).astype(mx.bfloat16)
+    k = mx.random.normal((1, hkv, n, 256)).astype(mx.bfloat16)
+    v = mx.random.normal((1, hkv, n, 256)).astype(mx.bfloat16)
+    keys, values = QuantizedKV(*mx.quantize(k, group_size=64, bits=4)), QuantizedKV(*mx.quantize(v, group_size=64, bits=4))
+    mx.eval(q, *keys[:3], *values[:3])
+    del k, v
+    scale = 256 ** -0.5
+    nbytes = 2 * hkv * n * (128 + 4 * 2 * 2)
+
+    def control():
+        kd = mx.dequantize(*keys[:3], group_size=64, bits=4)
+        vd = mx.dequantize(*values[:3], group_size=64, bits=4)
+        return mx.fast.scaled_dot_product_attention(q, kd, vd, scale=scale)
+
+    base = per_call(control)
+    default = default_block(n, hkv)
+    new = per_call(lambda: kvq4_decode(q, keys, values, scale=scale, arm="cuda"))
+    old = per_call(lambda: seed.kvq4_decode(q, tuple(keys[:3]), tuple(values[:3]), scale=scale, block=512, arm="cuda"))
+    diff = float(mx.max(mx.abs(kvq4_decode(q, keys, values, scale=scale, arm="cuda").astype(mx.float32)
+                               - control().astype(mx.float32))).item())
+    shape = f"{hq}/{hkv}/D256/N{n // 1024}k"
+    print(f"{shape}: dequantize+SDPA {base:.4f} ms | kvq4 new (default block {default}) {new:.4f} ms "
+          f"= {base / new:.2f}x, {nbytes / new / 1e6:.0f} GB/s | seed kernel (block 512) {old:.4f} ms = {base / old:.2f}x "
+          f"| new/seed {new / old:.2f} | max|new - control| {diff:.3g}", flush=True)
+    if time.time() - START < 70:
+        sweep = [b for b in (64, 128, 256, 512) if b != default]
+        times = {b: per_call(lambda b=b: kvq4_decode(q, keys, values, scale=scale, block=b, arm="cuda")) for b in sweep}
+        print(f"  {shape} block sweep (ms; ratio to dequantize+SDPA): "
+              + ", ".join(f"block {b}: {t:.4f} ({base / t:.2f}x)" for b, t in sorted(times.items())), flush=True)
+    else:
+        print(f"  {shape} block sweep skipped: {time.time() - START:.0f} s used", flush=True)
+print(f"\ntotal {time.time() - START:.0f} s; correctness failures: {failures}")
+sys.exit(1 if failures else 0)
+KVQ4_CHECK_EOF
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+python3 "$WORK/check.py" "$WORK/kvq4_seed.py" 2>&1 | tee "${OUT:-$WORK}/kvq4.txt"
