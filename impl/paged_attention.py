@@ -457,7 +457,9 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool, bucket: b
         raise ValueError(f"length={length} must be below 2**24 for the direct kernel")
     table = table[:needed]
     if bucket:  # the compiled arms' table: zero-padded to a power of two (paged_attention says why)
-        return _device_table(np.pad(table, (0, _bucket(needed) - needed))), float(scale), planes
+        padded = np.zeros(_bucket(needed), np.int32)  # np.pad costs ~8 us per call; this ~1 us
+        padded[:needed] = table
+        return _device_table(padded), float(scale), planes
     return mx.array(table), float(scale), planes
 
 
