@@ -1,8 +1,8 @@
 """Parity gates of kvq4 decode (``impl.kvq4_decode``), every available arm.
 
 Per dtype (bf16 / f16 / f32) and geometry (GQA 2/4/6/8, MQA, blocks 512 / 256 /
-100 / 64 and the default rule's, cache lengths one past a block, sub-chunk and
-batch remainders, a long cache, views of a larger cache):
+100 / 64 and the default (a call without ``block``), cache lengths one past a
+block, sub-chunk remainders, a long cache, views of a larger cache):
 
 * error ratio against the float64 oracle ``reference.attention.attention_ref``
   on the K/V as the kernel dequantizes them (``fma(scale, code, bias)`` in
@@ -28,13 +28,13 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from impl.kvq4_decode import THREADGROUP_MEMORY, default_block, kvq4_decode, threadgroup_bytes
+from impl.kvq4_decode import KV4_DECODE_BLOCK, THREADGROUP_MEMORY, kvq4_decode, threadgroup_bytes
 from properties.strategies import (build_kvq4_case, decode_error_floor, hoeffding_kl_limit, kvq4_oracles,
                                           lm_head)
 from reference import metrics
 
 DTYPES = ["bfloat16", "float16", "float32"]
-# (H, KVH, N, block, layout); block None: the caller passes none (default_block's rule)
+# (H, KVH, N, block, layout); block None: the caller passes none (KV4_DECODE_BLOCK)
 GEOMETRIES = [
     (4, 2, 97, 64, "contiguous"),  # GQA 2, one block + a partial one
     (12, 2, 301, 100, "window"),  # GQA 6, BLOCK not a multiple of SUB: ragged last sub-chunk
@@ -42,7 +42,7 @@ GEOMETRIES = [
     (16, 2, 1000, 256, "heads"),  # GQA 8
     (16, 8, 2049, 512, "contiguous"),  # GQA 2, five blocks
     (24, 4, 1500, 512, "transposed"),  # GQA 6, planes with a non-unit last stride
-    (8, 2, 1203, None, "window"),  # GQA 4, the default block (64 on every device: 19 blocks, ragged last batch)
+    (8, 2, 1203, None, "window"),  # GQA 4, the default block: a last block of 179 tokens (sub-chunks 128, 51, 0, 0)
 ]
 KERNEL = "kvq4_decode"
 
@@ -65,11 +65,12 @@ def mlx_path(case) -> mx.array:
 def test_kvq4_decode(arm, gate, dtype, geometry):
     h, kvh, n, block, layout = geometry
     case = build_kvq4_case(np.random.default_rng(n), dtype=dtype, h=h, kvh=kvh, n=n,
-                           block=default_block(n, kvh) if block is None else block, layout=layout)
+                           block=KV4_DECODE_BLOCK if block is None else block, layout=layout)
     if threadgroup_bytes(case.rep) > THREADGROUP_MEMORY.get(arm, float("inf")):
         pytest.skip(f"GQA {case.rep} needs {threadgroup_bytes(case.rep)} bytes of threadgroup memory, "
                     f"more than the {arm} arm has ({THREADGROUP_MEMORY[arm]})")
-    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=block, arm=arm)
+    blocking = {} if block is None else {"block": block}
+    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, arm=arm, **blocking)
     ref, base = kvq4_oracles(case)
     floor, why = decode_error_floor(ref, dtype, case.q, case.k32, case.v32, scale=case.scale)
     record = gate.error_ratio(out, ref, base, floor=floor,

@@ -15,10 +15,6 @@ and random codes (slices along tokens and heads, transposed storage).
   give the same bytes;
 * KV head k serves exactly query heads k*REP .. k*REP+REP-1: swapping the two
   KV heads and their query head blocks swaps the output blocks, bit for bit;
-* the default block (``block=None``) is ``default_block(N, KVH)``: the smallest
-  whole-batch block (a multiple of SUB * BATCH, in [64, 512]) whose block count
-  stays within the device target of WAVES threadgroups per compute unit, and a
-  call without ``block`` is that call, bit for bit;
 * bad input raises ValueError / TypeError naming the argument, before any launch.
 """
 
@@ -27,10 +23,9 @@ from __future__ import annotations
 import mlx.core as mx
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from impl.kvq4_decode import (BATCH, KV4_DECODE_BLOCK, SUB, THREADGROUP_MEMORY, WAVES, QuantizedKV, default_block,
-                              device_cores, kvq4_decode, kvq4_decode_eligible, max_gqa_factor, threadgroup_bytes)
+from impl.kvq4_decode import (THREADGROUP_MEMORY, QuantizedKV, kvq4_decode, kvq4_decode_eligible, max_gqa_factor,
+                              threadgroup_bytes)
 from properties.strategies.decode import build_kvq4_case, decode_error_floor, kvq4_cases, kvq4_oracles
 
 # The gate fixture is a stateless recorder: sharing it across examples is intended.
@@ -90,44 +85,6 @@ def test_kv_heads_serve_their_query_heads(arm, gate, case):
     swapped = run(case, arm, q=swapped_q, keys=swap_heads(case.keys), values=swap_heads(case.values))
     gate.bit_exact(swapped, mx.concatenate([out[:, rep:], out[:, :rep]], axis=1),
                    what="KV heads swapped with their query head blocks", kernel=KERNEL, case=case.id)
-
-
-# --- the default block ---------------------------------------------------------------
-
-
-def test_default_block_on_the_h200_benchmark_shapes():
-    # 1056 threadgroups aimed at: 8 KV heads at 128k take the cap, at 32k 132 blocks/head of 249 -> 256;
-    # one KV head at 32k: 1056 blocks of 32 -> the 64-token floor.
-    assert default_block(131072, 8, cores=132) == 512
-    assert default_block(32768, 8, cores=132) == 256
-    assert default_block(32768, 1, cores=132) == 64
-    assert default_block(40, 2) == default_block(40, 2, cores=device_cores())
-
-
-@given(n=st.integers(1, 1 << 22), kvh=st.integers(1, 64), cores=st.integers(1, 256))
-def test_default_block_is_the_smallest_whole_batch_block_within_the_target(n, kvh, cores):
-    block = default_block(n, kvh, cores=cores)
-    whole = SUB * BATCH
-    assert block % whole == 0 and 2 * whole <= block <= KV4_DECODE_BLOCK
-    per_head = -(-WAVES * cores // kvh)  # threadgroups of one KV head the rule aims at
-    if block < KV4_DECODE_BLOCK:
-        assert -(-n // block) <= per_head  # within the target...
-    if 2 * whole < block:
-        assert -(-n // (block - whole)) > per_head  # ...and one batch row less per sub-chunk would exceed it
-
-
-def test_no_block_is_the_default_block(arm, gate):
-    case = small_case(n=300)
-    explicit = run(case, arm, block=default_block(case.n, case.kvh))
-    gate.bit_exact(kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, arm=arm), explicit,
-                   what="block=None vs block=default_block(N, KVH)", kernel=KERNEL, case=case.id)
-
-
-@pytest.mark.parametrize("args, message", [((0, 8), "n must be >= 1"), ((64, 0), "kvh must be >= 1"),
-                                           ((64, 8, 0), "cores must be >= 1"), ((64.0, 8), "n must be an int")])
-def test_default_block_bad_input(args, message):
-    with pytest.raises((ValueError, TypeError), match=message):
-        default_block(*args)
 
 
 # --- eligibility and bad input -----------------------------------------------------

@@ -13,9 +13,9 @@ compiles only with a new warning fails here, before the GPU run would.
 
 Instantiations: every dtype (the template T, and the input pointer types);
 kvq4 GQA factors 2 / 4 / 6 / 10 (10: the largest whose threadgroup memory fits
-CUDA) and blocks 512 / 256 / 100 / 64 (100: not a multiple of SUB or of its
-8-token batches; 4 / 256: the default block of the H200's 32/8/N32k benchmark),
-each with its merge; multi-query head
+CUDA) and blocks 512 / 100 / 64 (100: not a multiple of SUB; 4 / 512: the
+instantiation of the H200's 32/8/N32k benchmark at the default block), each
+with its merge; multi-query head
 dims 64 / 80 / 128 / 256, L 1..8, NQ up to 64, default and forced splits;
 and ``SIMDGROUP_PROBE``, a kernel that exercises the simdgroup-matrix prelude
 alone: ``test_simdgroup_matrix_semantics`` runs it on the compiled arms
@@ -37,7 +37,7 @@ from impl.kernels.nvcc import NVCC, SKIP_REASON, compile_batches
 
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 # (GQA factor, block); KVH = 2, N = 700.
-KVQ4_GEOMETRIES = ((2, 512), (4, 256), (6, 100), (10, 64))
+KVQ4_GEOMETRIES = ((2, 512), (4, 512), (6, 100), (10, 64))
 # (H, KVH, L, D, N, splits): NQ = 4 / 64 / 2 / 18 / 24.
 MULTI_QUERY_GEOMETRIES = ((8, 2, 1, 64, 40, None), (16, 2, 8, 128, 600, None), (2, 1, 2, 256, 300, 3),
                           (12, 2, 3, 80, 1000, None), (6, 1, 4, 256, 257, None))
