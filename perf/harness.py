@@ -177,12 +177,17 @@ def perf_record(measurement: Measurement, *, copy_gbps: float | None, device_key
         "baseline_median_s": baseline_median_s,
         "p_value": None, "effect": None, "effect_kind": None, "regressed": False,
         "alpha": None, "min_effect": None, "cliffs_delta": None, "gated": False, "gate_floor_s": None,
+        "effect_threshold": None, "process_spread": None, "baseline_processes": None,
     }
     if verdict is not None:
         record.update(p_value=verdict.p_value, effect=verdict.effect, effect_kind="median_slowdown",
                       regressed=verdict.regressed, alpha=verdict.alpha, min_effect=verdict.min_effect,
                       cliffs_delta=verdict.cliffs_delta, gated=verdict.gated, gate_floor_s=verdict.floor_s,
-                      baseline_median_s=verdict.baseline_median_s)
+                      baseline_median_s=verdict.baseline_median_s,
+                      # the pooled rule's numbers (perf/regression.py): the effect it had to exceed, how far the
+                      # baseline's process medians spread, and how many processes it pooled
+                      effect_threshold=verdict.threshold, process_spread=verdict.process_spread,
+                      baseline_processes=verdict.n_processes)
     for key in ("median_s", "gbps"):
         if not math.isfinite(record[key]):
             raise ValueError(f"{key} of {c.id} is not finite")

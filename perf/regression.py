@@ -56,7 +56,11 @@ Why the slowest process, and why the size condition at all (the derivation):
    process spread ``s = max m_i / min m_i - 1`` is below
    ``(1 + r) / (1 + min_effect) - 1``: for r = 20%, s < 1/11 (9.1%). A case that
    spreads more across processes is gated more coarsely, and its record says by
-   how much (``effect_threshold``, ``process_spread``).
+   how much (``effect_threshold``, ``process_spread``). The premise is the
+   run's own speed: passes of one process drift too (up to 7% on the H200), and
+   a slowed run that happens to be faster than every pooled process can be
+   missed below that spread (one case of 22 in the H200 calibration: spread
+   7.0%, its slowed pass 5% under the fastest process; ``perf/RESULTS.md``).
 4. Not the brief's first sketch ``effect > max(min_effect, s)`` against the
    reference: it flags a new run that merely repeats the slowest pooled
    process's mode whenever it lands a little above it (simulated: 11% vs 6% for
@@ -90,7 +94,10 @@ rounds for alpha 0.01 (1/252).
 Calibration on recorded samples: ``perf/tests/test_regression.py``, and
 ``python -m perf.regression BASELINE.json CALIBRATION.json`` prints it for any
 recorded pair (a baseline and the calibration file of a later ``perf.run
---gate --calibration`` process).
+--gate --calibration`` process). On the H200 (3 pooled processes and a 4th,
+``perf/runs/2026-11-29-h200-pooled``): each process against the pool of the
+other 3 flags 0 of 28 gated cases, where the one-process rule on the same
+processes flags 15 times over their 12 ordered pairs.
 """
 
 from __future__ import annotations
@@ -109,7 +116,7 @@ from scipy.stats import mannwhitneyu
 from perf.baseline import baseline_processes, validate_baseline
 
 __all__ = ["ALPHA", "MIN_EFFECT", "SLOWED_DETECTABLE_SPREAD", "Calibration", "Verdict", "calibrate",
-           "calibration_processes", "compare", "compare_pooled", "min_p_value", "process_spread"]
+           "calibration_processes", "compare", "compare_pooled", "judge", "min_p_value", "process_spread"]
 
 ALPHA = 0.01
 MIN_EFFECT = 0.10
@@ -223,6 +230,18 @@ def compare_pooled(current: Sequence[float], processes: Sequence[Sequence[float]
                    current_median_s=cur_median, baseline_median_s=reference,
                    n_current=int(cur.size), n_baseline=int(pooled.size), threshold=threshold,
                    process_spread=process_spread(medians), n_processes=len(runs))
+
+
+def judge(current: Sequence[float], baseline: dict | None, case_id: str, *, alpha: float = ALPHA,
+          min_effect: float = MIN_EFFECT) -> Verdict | None:
+    """The verdict on one case's ``current`` samples against a baseline document: its processes
+    (``perf.baseline.baseline_processes``) and its floor (``settings.gate_floor_s``); None when there
+    is no baseline or it does not hold ``case_id``. What ``perf.run`` and the pytest benchmarks apply."""
+    entry = (baseline or {}).get("benchmarks", {}).get(case_id)
+    if entry is None:
+        return None
+    floor_s = float((baseline.get("settings") or {}).get("gate_floor_s") or 0.0)
+    return compare_pooled(current, baseline_processes(entry), alpha=alpha, min_effect=min_effect, floor_s=floor_s)
 
 
 # --- calibration on recorded samples ----------------------------------------------------------

@@ -14,8 +14,8 @@
   bandwidth (``perf.bandwidth``) is measured first.
 * Against the baseline of this device key (``perf/baselines/<key>.json``, or
   ``--baseline FILE``: any baseline document of this device key, e.g. a trial
-  pooled one), each case it holds is judged by
-  ``perf.regression.compare_pooled`` against the baseline's processes; the perf
+  pooled one), each case it holds is judged by ``perf.regression.judge``
+  (``compare_pooled`` against the baseline's processes and floor); the perf
   record (``reports/SCHEMA.md``) carries the verdict, plus
   ``effect_threshold`` (the effect it had to exceed), ``process_spread`` and
   ``baseline_processes`` (``perf/regression.py``). ``--results`` appends the records
@@ -33,8 +33,9 @@
 * ``--calibration CAL.json``: after each shape, every case is timed again
   (``a2``, an unchanged kernel: an A/A pair with the first pass ``a1``) and once
   more slowed by 20% (``slowed``: each round's wait followed by a busy wait of
-  0.2 x a1's median x the calls per round). ``perf/tests/fixtures/`` holds such
-  a file; the gate's calibration tests replay it.
+  0.2 x a1's median x the calls per round). The H200 run folders hold such files
+  (``perf/runs/2026-11-29-h200-pooled/gate-run/calibration.json``); the gate's
+  calibration tests replay them.
 * Rounds: ``SETTINGS`` per suite (rounds, warm-up rounds, calls per round);
   a timed round is that many calls then one wait (``perf.harness.batched``),
   and a sample is the round's time / calls.
@@ -57,10 +58,10 @@ import mlx.core as mx
 from impl import arms as arm_registry
 from perf import shapes
 from perf.bandwidth import CopyBandwidth, copy_bandwidth
-from perf.baseline import SCHEMA, baseline_processes, device_key, load_baseline, validate_baseline
+from perf.baseline import SCHEMA, device_key, load_baseline, validate_baseline
 from perf.cases import Group, argmax_group, kvq4_group, multi_query_group, paged_group
 from perf.harness import Measurement, batched, perf_record, time_call
-from perf.regression import ALPHA, MIN_EFFECT, compare_pooled
+from perf.regression import ALPHA, MIN_EFFECT, judge
 from reports.recorder import append_record, reset
 
 __all__ = ["SETTINGS", "SUITES", "RunResult", "environment_record", "resolve_suite", "run_suite", "suite_groups"]
@@ -179,7 +180,6 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
     batch = default_batch if batch is None else batch
     key = device_key()
     stored = load_baseline(key) if baseline is True else (baseline or None)
-    floor_s = float(((stored or {}).get("settings") or {}).get("gate_floor_s") or 0.0)
     copy = copy or copy_bandwidth()
     log(f"perf: device key {key}, suite {resolved}, {rounds} rounds of {batch} call(s) after {warmup} warm-up; "
         f"copy bandwidth {copy.gbps:.1f} GB/s ({copy.method}); "
@@ -205,13 +205,8 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
             built.append((case, call))
             measurement = Measurement(case, tuple(samples))
             run.measurements.append(measurement)
-            entry = stored["benchmarks"].get(case.id) if stored else None
-            verdict = compare_pooled(samples, baseline_processes(entry), alpha=alpha, min_effect=min_effect,
-                                     floor_s=floor_s) if entry else None
+            verdict = judge(samples, stored, case.id, alpha=alpha, min_effect=min_effect)
             record = perf_record(measurement, copy_gbps=copy.gbps, device_key=key, verdict=verdict)
-            if verdict is not None:  # the pooled rule's numbers (perf/regression.py)
-                record.update(effect_threshold=verdict.threshold, process_spread=verdict.process_spread,
-                              baseline_processes=verdict.n_processes)
             run.records.append(record)
             if results is not None:
                 append_record(record, results)

@@ -5,9 +5,11 @@ the CPU, the GPU grid on a GPU): time it (``perf/conftest.py``'s ``bench``),
 append its perf record (``reports/SCHEMA.md``: median, IQR, bytes, FLOPs, GB/s,
 % of the copy bandwidth measured once per session) to the run's results, and,
 when the run is serial and this device key has a baseline holding the case,
-judge it with the regression gate (``perf/regression.py``) and fail on a
-regression. Under pytest-xdist (``make test``) the record is written without a
-verdict: a concurrent measurement is not evidence of a regression.
+judge it with the regression gate as ``perf.run`` does
+(``perf.regression.judge``: against the baseline's processes, kept apart in a
+pooled baseline, and its floor) and fail on a regression. Under pytest-xdist
+(``make test``) the record is written without a verdict: a concurrent
+measurement is not evidence of a regression.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 from perf.bandwidth import copy_bandwidth
 from perf.baseline import device_key, load_baseline
 from perf.harness import perf_record
-from perf.regression import compare
+from perf.regression import judge
 from perf.run import suite_groups
 from reports.recorder import append_record
 
@@ -58,9 +60,7 @@ def test_bench(case_id, bench, perf_settings, serial, copy_gbps, stored_baseline
     finally:
         if case is group.cases[-1]:  # the group's last case: free its inputs
             group.release()
-    entry = (stored_baseline or {}).get("benchmarks", {}).get(case_id) if serial else None
-    floor_s = float(((stored_baseline or {}).get("settings") or {}).get("gate_floor_s") or 0.0)
-    verdict = compare(measurement.samples_s, entry["samples_s"], floor_s=floor_s) if entry else None
+    verdict = judge(measurement.samples_s, stored_baseline, case_id) if serial else None
     record = perf_record(measurement, copy_gbps=copy_gbps, device_key=device_key(), verdict=verdict)
     append_record(record)
     assert record["median_s"] > 0 and record["gbps"] > 0, f"{case_id}: {record}"

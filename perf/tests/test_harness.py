@@ -13,7 +13,7 @@ from perf import run as perf_run
 from perf.bandwidth import CopyBandwidth, copy_bandwidth
 from perf.cases import argmax_group, kvq4_group, multi_query_group, paged_group
 from perf.harness import Case, Measurement, batched, perf_record, summarize, time_call
-from perf.regression import compare
+from perf.regression import compare, compare_pooled
 from perf.shapes import CPU_ARGMAX, ArgmaxShape, DecodeShape
 from reports.recorder import read_records
 from reports.results import build_results
@@ -124,10 +124,20 @@ def test_perf_record_follows_the_schema():
     assert all(f in plain for f in SCHEMA_PERF_FIELDS)
     assert plain["kind"] == "perf" and plain["gbps"] == pytest.approx(1.0) and plain["pct_copy_bw"] == pytest.approx(10)
     assert plain["regressed"] is False and plain["p_value"] is None and plain["baseline_median_s"] is None
+    assert plain["effect_threshold"] is None and plain["process_spread"] is None and plain["baseline_processes"] is None
     verdict = compare(m.samples_s, [s / 2 for s in m.samples_s])
     judged = perf_record(m, copy_gbps=COPY.gbps, device_key="cpu-X", verdict=verdict)
     assert judged["regressed"] is True and judged["effect_kind"] == "median_slowdown"
     assert judged["effect"] == pytest.approx(1.0) and judged["baseline_median_s"] == pytest.approx(5e-4)
+    # one baseline process: the threshold is min_effect and there is no spread (perf/regression.py)
+    assert judged["effect_threshold"] == pytest.approx(0.1) and judged["process_spread"] == 0
+    assert judged["baseline_processes"] == 1
+    # two processes at half and 0.55x: reference 0.525 ms, threshold 1.1 x 0.55 / 0.525 - 1, spread 10%
+    pooled = compare_pooled(m.samples_s, [[s / 2 for s in m.samples_s], [s * 0.55 for s in m.samples_s]])
+    record = perf_record(m, copy_gbps=COPY.gbps, device_key="cpu-X", verdict=pooled)
+    assert record["baseline_processes"] == 2 and record["process_spread"] == pytest.approx(0.1)
+    assert record["effect_threshold"] == pytest.approx(1.1 * 0.55 / 0.525 - 1)
+    assert record["baseline_median_s"] == pytest.approx(5.25e-4)
     # the report's verdict: a regressed benchmark fails the run (reports/results.py)
     assert build_results([plain])["verdict"] == "PASS"
     assert build_results([plain, judged])["verdict"] == "FAIL"
