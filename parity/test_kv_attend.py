@@ -22,6 +22,7 @@ import sys
 import types
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 from impl.kv import KVCache, PagedAttentionView, PagedKVCache, PagedKvRows, Quantization
@@ -108,7 +109,9 @@ def test_dispatch_between_direct_kernel_and_control_path(stand_in, direct, n, ma
         assert stand_in.calls == [] and not mx.all(out == 7.0).item()
         return
     (got_q, storage, table, length, scale, arm), = stand_in.calls
-    assert got_q is q and storage is view and table is view.block_table
+    # the view hands the kernel its host copy of the table (validating it then reads no device array)
+    assert got_q is q and storage is view and table is view.host_block_table
+    assert list(table) == np.array(view.block_table).tolist()
     assert (length, scale, arm) == (view.length, SCALE, "graph")
     assert mx.all(out == 7.0).item()
 

@@ -18,8 +18,9 @@ cache cannot change what a view reads.
   through the table, slice to ``length``, dequantize when quantized, then
   ``mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)``.
 * direct path (``direct`` and n <= 8 and mask "causal", or None with n == 1):
-  ``impl.paged_attention.paged_attention(q, self, self.block_table,
-  self.length, scale=scale, arm=arm)``, which reads the blocks in place and
+  ``impl.paged_attention.paged_attention(q, self, table, self.length,
+  scale=scale, arm=arm)`` (``table``: the host copy of the block table when
+  the view has one, so validating it never reads the device), which reads the blocks in place and
   applies bottom-right causal masking (query i sees keys <= length - n + i).
 
 ``RowsAttentionView`` is the batched form (one ``PagedAttentionView`` per row
@@ -69,15 +70,22 @@ class PagedAttentionView:
     dtype: mx.Dtype
     quantization: Quantization | None
     direct: bool
+    # The same table on the host when it was built from ints: the direct kernel validates its
+    # entries from here instead of reading block_table back from the device (on a GPU that read
+    # is a synchronization, once per layer and step).
+    host_block_table: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, pool, table, length: int, direct: bool) -> "PagedAttentionView":
         """Snapshot ``pool``'s current arrays with a copy of ``table``."""
+        device_table = table_array(table if isinstance(table, mx.array) else list(table))
+        host_table = None if isinstance(table, mx.array) else tuple(int(i) for i in table)
         return cls(keys=pool.keys, values=pool.values, key_scales=pool.key_scales, key_biases=pool.key_biases,
                    value_scales=pool.value_scales, value_biases=pool.value_biases,
-                   block_table=table_array(list(table)), length=length, block_size=pool.block_size,
+                   block_table=device_table, length=length, block_size=pool.block_size,
                    num_kv_heads=pool.num_kv_heads, head_dim=pool.head_dim, v_head_dim=pool.v_head_dim,
-                   dtype=pool.dtype, quantization=pool.quantization, direct=bool(direct))
+                   dtype=pool.dtype, quantization=pool.quantization, direct=bool(direct),
+                   host_block_table=host_table)
 
     def arrays(self) -> list[mx.array]:
         planes = (self.keys, self.values, self.key_scales, self.key_biases, self.value_scales, self.value_biases)
@@ -105,7 +113,8 @@ class PagedAttentionView:
             # Imported here: the kernel module is optional for the control path.
             from impl.paged_attention import paged_attention
 
-            return paged_attention(q, self, self.block_table, self.length, scale=scale, arm=arm)
+            table = self.block_table if self.host_block_table is None else self.host_block_table
+            return paged_attention(q, self, table, self.length, scale=scale, arm=arm)
         k, v = self.fetch()
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
 
