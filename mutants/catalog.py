@@ -390,6 +390,20 @@ CATALOG: tuple[Mutant, ...] = (
               'return mask == "causal" or mask is None'),),
         ("parity/test_kv_attend.py::test_dispatch_between_direct_kernel_and_control_path[directTrue-n2-none]",)),
     Mutant(
+        "paged_cache_snapshot_kept_after_trim",
+        "trim frees blocks but keeps the frozen table of the views: the next view still names the freed blocks",
+        "kv.paged",
+        (code(PAGED_KV, "            self.pool.free(self._table.pop())\n            self._snapshot = None",
+              "            self.pool.free(self._table.pop())"),),
+        ("parity/test_kv_attend.py::test_views_share_one_table_snapshot_until_the_table_changes",)),
+    Mutant(
+        "paged_cache_snapshot_kept_after_new_block",
+        "append allocates a block but keeps the frozen table of the views: the new block is missing from them",
+        "kv.paged",
+        (code(PAGED_KV, "                self._table.append(pool.alloc())\n                self._snapshot = None",
+              "                self._table.append(pool.alloc())"),),
+        ("parity/test_kv_attend.py::test_views_share_one_table_snapshot_until_the_table_changes",)),
+    Mutant(
         "dense_growth_rounds_down",
         "the dense cache grows by floor(L / 256) steps instead of ceil: an append shorter than a step gets no room",
         "kv.dense",

@@ -111,7 +111,7 @@ def test_dispatch_between_direct_kernel_and_control_path(stand_in, direct, n, ma
     (got_q, storage, table, length, scale, arm), = stand_in.calls
     # the view hands the kernel its host copy of the table (validating it then reads no device array)
     assert got_q is q and storage is view and table is view.host_block_table
-    assert list(table) == np.array(view.block_table).tolist()
+    assert not table.flags.writeable and table.tolist() == np.array(view.block_table).tolist()
     assert (length, scale, arm) == (view.length, SCALE, "graph")
     assert mx.all(out == 7.0).item()
 
@@ -173,3 +173,32 @@ def test_rows_view_with_causal_string_attends_each_row_bottom_right():
     for b, row in enumerate(view.rows):
         assert mx.array_equal(got[b:b + 1], row.attend(q[b:b + 1], SCALE, "causal")).item()
     assert isinstance(view.rows[0], PagedAttentionView) and view.left_pad == (6, 0)
+
+
+def test_views_share_one_table_snapshot_until_the_table_changes(gate):
+    """Views of a cache reuse one frozen table while no block is added or freed (converting a
+    table costs ~us per entry), and a change makes a new one without touching older views."""
+    spec = SPECS[0]
+    cache = PagedKVCache(8, 4, direct=True)
+    seen = []
+
+    def step(tokens):
+        cache.append(*random_kv(len(seen), spec, tokens))
+        view = cache.view()
+        seen.append((view, view.host_block_table.tolist()))
+        return view
+
+    first, same_block = step(3), step(1)  # 4 tokens: still one block
+    assert same_block.host_block_table is first.host_block_table
+    grown = step(1)  # a second block
+    assert grown.host_block_table is not first.host_block_table
+    cache.trim(1)
+    trimmed = cache.view()
+    assert trimmed.host_block_table is not grown.host_block_table
+    for view, table in seen:  # every snapshot still holds the table of its moment
+        gate.equal(view.host_block_table, np.array(table), kernel=KERNEL, case="snapshot-reuse",
+                   what="a view's host table after later appends and trims")
+        gate.equal(np.array(view.block_table), np.array(table), kernel=KERNEL, case="snapshot-reuse",
+                   what="a view's device table equals its host copy")
+    gate.equal(trimmed.host_block_table, np.array(seen[0][1]), kernel=KERNEL, case="snapshot-reuse",
+               what="the table after trimming back to one block")

@@ -37,7 +37,7 @@ from .errors import PoolExhausted
 from .pool import BlockPool, next_pool_size, pool_blocks_for
 from .quantization import Quantization, check_quantization
 from .validation import KvGeometry, check_int, check_same_geometry, check_trim, kv_geometry
-from .view import PagedAttentionView
+from .view import PagedAttentionView, SnapshotTable, snapshot_table
 
 
 class PagedKVCache:
@@ -63,6 +63,7 @@ class PagedKVCache:
         self.offset = 0
         self.pool: BlockPool | None = None
         self._table: list[int] = []
+        self._snapshot: SnapshotTable | None = None  # _table frozen for views; None after it changes
 
     @staticmethod
     def _initial_blocks(capacity_tokens: int, block_size: int) -> int:
@@ -123,6 +124,7 @@ class PagedKVCache:
                 if not pool.free_blocks:
                     pool.grow(next_pool_size(pool.num_blocks, self.max_blocks))
                 self._table.append(pool.alloc())
+                self._snapshot = None
             n = min(size - within, g.tokens - written)
             whole = n == g.tokens  # the common decode step: no slice needed
             k = keys if whole else keys[:, :, written:written + n, :]
@@ -148,7 +150,9 @@ class PagedKVCache:
         """An immutable attention view of the current contents."""
         if self.pool is None:
             raise ValueError("the cache is empty: append before taking a view")
-        return PagedAttentionView.of(self.pool, self._table, self.offset, self.direct)
+        if self._snapshot is None:  # converting the table costs ~us per entry: once per change, not per view
+            self._snapshot = snapshot_table(self._table)
+        return PagedAttentionView.of(self.pool, self._snapshot, self.offset, self.direct)
 
     def append_and_fetch(self, keys: mx.array, values: mx.array) -> PagedAttentionView:
         """Append, then return an attention view of the result (immune to later calls)."""
@@ -171,6 +175,7 @@ class PagedKVCache:
         keep = pool_blocks_for(self.offset, self.block_size)
         while len(self._table) > keep:
             self.pool.free(self._table.pop())
+            self._snapshot = None
         return tokens
 
     def state(self) -> list[mx.array]:

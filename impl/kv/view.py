@@ -3,7 +3,8 @@
 A ``PagedAttentionView`` is a frozen snapshot of one sequence's paged K/V at
 one moment: the pool's arrays as they were (the pool replaces its arrays on
 every write and never writes into them, so holding them is holding a
-snapshot), a copy of the block table as int32, the live ``length`` and the
+snapshot), a copy of the block table as int32 (host and device; a cache hands
+consecutive views one copy until a block is added or freed), the live ``length`` and the
 ``direct`` flag. It carries the same attribute names as ``BlockPool``
 (``keys``, ``values``, ``key_scales``, ..., ``block_size``, ``head_dim``,
 ``v_head_dim``, ``dtype``, ``quantization``) so the paged-attention kernel can
@@ -30,8 +31,10 @@ of a ``PagedKvRows``): it attends row by row and stacks the outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import mlx.core as mx
+import numpy as np
 
 from .pool import gather_planes, table_array
 from .quantization import Quantization
@@ -49,6 +52,21 @@ def check_mask(mask) -> None:
             raise ValueError(f"mask must be None, 'causal' or an mx.array, got {mask!r}")
         return
     raise TypeError(f"mask must be None, 'causal' or an mx.array, got {type(mask).__name__}")
+
+
+class SnapshotTable(NamedTuple):
+    """A block table frozen for views: a read-only int32 host array and the same entries on the device."""
+
+    host: np.ndarray
+    device: mx.array
+
+
+def snapshot_table(table) -> SnapshotTable:
+    """``table`` (a sequence of ints) as a ``SnapshotTable``; entries are checked as ``table_array`` does."""
+    device = table_array(list(table))
+    host = np.array(table, dtype=np.int32)
+    host.flags.writeable = False
+    return SnapshotTable(host, device)
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,13 +91,18 @@ class PagedAttentionView:
     # The same table on the host when it was built from ints: the direct kernel validates its
     # entries from here instead of reading block_table back from the device (on a GPU that read
     # is a synchronization, once per layer and step).
-    host_block_table: tuple[int, ...] | None = None
+    host_block_table: np.ndarray | None = None  # read-only int32, equal to block_table
 
     @classmethod
     def of(cls, pool, table, length: int, direct: bool) -> "PagedAttentionView":
-        """Snapshot ``pool``'s current arrays with a copy of ``table``."""
-        device_table = table_array(table if isinstance(table, mx.array) else list(table))
-        host_table = None if isinstance(table, mx.array) else tuple(int(i) for i in table)
+        """Snapshot ``pool``'s current arrays with a copy of ``table`` (ints, an mx.array, or a
+        ``SnapshotTable``: a copy already made, which a cache reuses while its table is unchanged)."""
+        if isinstance(table, SnapshotTable):
+            host_table, device_table = table
+        elif isinstance(table, mx.array):
+            host_table, device_table = None, table_array(table)
+        else:
+            host_table, device_table = snapshot_table(table)
         return cls(keys=pool.keys, values=pool.values, key_scales=pool.key_scales, key_biases=pool.key_biases,
                    value_scales=pool.value_scales, value_biases=pool.value_biases,
                    block_table=device_table, length=length, block_size=pool.block_size,
