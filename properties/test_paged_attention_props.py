@@ -137,6 +137,7 @@ BAD_INPUTS = {
     "q_rank": (lambda c: dict(q=c.q_mx[0]), "q must have shape"),
     "q_batch": (lambda c: dict(q=mx.concatenate([c.q_mx, c.q_mx])), "q must have shape"),
     "head_dim": (lambda c: dict(q=mx.zeros((1, 4, 2, 32), mx.bfloat16)), "head_dim"),
+    "partition_zero": (lambda c: dict(partition=0), "partition"),
 }
 
 
@@ -144,9 +145,16 @@ BAD_INPUTS = {
 def test_bad_input_raises_naming_the_argument(what):
     case = small_case()
     change, message = BAD_INPUTS[what]
-    args = dict(q=case.q_mx, table=case.table, length=case.length, scale=case.scale) | change(case)
+    args = dict(q=case.q_mx, table=case.table, length=case.length, scale=case.scale, partition=None) | change(case)
     with pytest.raises(ValueError, match=message):
-        paged_attention(args["q"], case.storage, args["table"], args["length"], scale=args["scale"], arm="graph")
+        paged_attention(args["q"], case.storage, args["table"], args["length"], scale=args["scale"], arm="graph",
+                        partition=args["partition"])
+
+
+def test_partition_of_the_wrong_kind_raises_type_error():
+    case = small_case()
+    with pytest.raises(TypeError, match="partition must be an int"):
+        paged_attention(case.q_mx, case.storage, case.table, case.length, scale=case.scale, arm="graph", partition=64.0)
 
 
 def test_quantized_storage_is_validated():
