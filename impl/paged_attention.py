@@ -111,9 +111,10 @@ SIMD = 32
 SIMDGROUPS = 4  # SIMD groups per partial threadgroup: four 8-token batches in flight per round
 MAX_ROWS = 4  # query rows (GQA heads x query rows) one threadgroup serves: registers grow with it
 PARTITION_QUANTUM = 64  # partitions are whole multiples of this many tokens
-# Partitions are sized so that a launch has about this many threadgroups: an NVIDIA H200 has 132 SMs
-# and keeps ~8 of these 128-thread groups resident per SM, so 1024 is one full wave (about);
-# fewer leaves SMs idle at long N, many more only adds partials to merge.
+# Partitions are sized so that a launch has about this many threadgroups. An NVIDIA H200 has 132 SMs
+# and holds 3-4 of these 128-thread groups per SM (136-168 registers per thread, nvcc -Xptxas -v),
+# so 1024 is 2-3 waves; the H200 sweep found 512 / 1024 / 2048 within +-10% of each other
+# (perf/runs/2026-11-29-h200-issue10/sweep*.txt). Fewer leaves SMs idle; more only adds partials.
 TARGET_THREADGROUPS = 1024
 THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory a body may declare: Apple GPUs' limit
 PAGED_DTYPES = (mx.bfloat16, mx.float16, mx.float32)
@@ -152,7 +153,7 @@ PARTIAL_SOURCE = """
   const uint lane = thread_index_in_simdgroup, sg = simdgroup_index_in_threadgroup;
   const uint part = threadgroup_position_in_grid.x;
   const uint hk = threadgroup_position_in_grid.y / CHUNKS, chunk = threadgroup_position_in_grid.y % CHUNKS;
-  const uint length = uint(scale[1]), span = uint(scale[2]);
+  const uint length = uint(geometry[1]), span = uint(geometry[2]);
   const uint count = (length + span - 1) / span;
   if (part >= count) return;  // the grid is rounded up (see partial_launch): this group has no partition
   const uint first = part * span, last = min(length, first + span);
@@ -170,7 +171,7 @@ PARTIAL_SOURCE = """
     for (uint j = 0; j < JK; ++j)
       for (uint e = 0; e < VK; ++e) {
         const uint d = (j * 32 + lane) * VK + e;
-        qv[i][j * VK + e] = (r < ROWS && d < DK) ? float(q[(hq * N + query) * DK + d]) * scale[0] : 0.0f;
+        qv[i][j * VK + e] = (r < ROWS && d < DK) ? float(q[(hq * N + query) * DK + d]) * geometry[0] : 0.0f;
       }
   }
   float m[R], l[R], o[R][JV * VV];
@@ -317,7 +318,7 @@ MERGE_SOURCE = """
   // One threadgroup per output row: 32 dims x 8 slices of the partitions, then a reduction.
   const uint d = thread_position_in_grid.x, slice = thread_position_in_threadgroup.y;
   const uint x = thread_position_in_threadgroup.x, row = threadgroup_position_in_grid.y;
-  const uint length = uint(scale[1]), span = uint(scale[2]);
+  const uint length = uint(geometry[1]), span = uint(geometry[2]);
   const uint count = (length + span - 1) / span;  // partitions written (the buffers may hold more)
   threadgroup float tops[8];
   threadgroup float values[8][32], totals[8];
@@ -345,6 +346,7 @@ MERGE_SOURCE = """
 
 
 def _with_loads(loads: dict[str, str]) -> str:
+    """The partial body with its K and V load blocks filled in (plain or affine)."""
     body = PARTIAL_SOURCE
     for marker, code in loads.items():
         assert body.count(marker) == 1, marker
@@ -352,16 +354,15 @@ def _with_loads(loads: dict[str, str]) -> str:
     return body
 
 
-PARTIAL = KernelSpec("paged_attention_partial", ("q", "keys", "values", "table", "scale"), ("out", "normal"),
+PARTIAL = KernelSpec("paged_attention_partial", ("q", "keys", "values", "table", "geometry"), ("out", "normal"),
                      _with_loads(LOAD_PLAIN), header=HEADER)
 QUANTIZED_PARTIAL = KernelSpec("paged_attention_affine_partial",
-                               ("q", "keys", "values", "table", "scale", "ks", "kb", "vs", "vb"), ("out", "normal"),
+                               ("q", "keys", "values", "table", "geometry", "ks", "kb", "vs", "vb"), ("out", "normal"),
                                _with_loads(LOAD_AFFINE), header=HEADER)
-MERGE = KernelSpec("paged_attention_merge", ("parts", "normal", "scale"), ("out",), MERGE_SOURCE)
+MERGE = KernelSpec("paged_attention_merge", ("parts", "normal", "geometry"), ("out",), MERGE_SOURCE)
 
 
 # --- validation -------------------------------------------------------------
-
 
 
 def _table(block_table, num_blocks: int) -> np.ndarray:

@@ -155,7 +155,7 @@ CATALOG: tuple[Mutant, ...] = (
         "paged_softmax_scale_dropped",
         "the scores are not multiplied by the softmax scale (as if the caller had folded it into q)",
         "paged_attention",
-        (body(PAGED, "float(q[(hq * N + query) * DK + d]) * scale[0]", "float(q[(hq * N + query) * DK + d])"),
+        (body(PAGED, "float(q[(hq * N + query) * DK + d]) * geometry[0]", "float(q[(hq * N + query) * DK + d])"),
          graph(PAGED, "qf = q.astype(mx.float32).reshape(hk, group * n, dk) * mx.array(scale, dtype=mx.float32)",
                "qf = q.astype(mx.float32).reshape(hk, group * n, dk)")),
         ("parity/test_decode_e2e.py::test_direct_path_is_kl_close_to_dense[{arm}-float32-p6-bs4]",)),

@@ -110,7 +110,7 @@ def test_translation_unit_matches_mlx_layout():
     assert head.startswith('\n#include "mlx/backend/cuda/device/utils.cuh"') and "metal_compat" in head
     signature = body.split(") {", 1)[0]
     assert signature.splitlines()[1:] == ["    const float* parts,", "    const float* normal,",
-                                          "    const float* scale,", "    __nv_bfloat16* out"]
+                                          "    const float* geometry,", "    __nv_bfloat16* out"]
     launch = paged.merge_launch(parts, normal, geometry, mx.bfloat16)
     assert signature.splitlines()[0] == launch.cuda_function + "("
     assert launch.cuda_function.endswith("_bfloat16_t_80")  # OutT then DV, as passed
