@@ -285,34 +285,27 @@ PARTIAL_SOURCE = """
   }
 """
 
-LOAD_PLAIN = {
-    "LOAD_KEY": """if (VK == 4) {
-            const float4 w = float4(*(const DEVICE_MEM metal::vec<InT, 4>*)(keys + at));
-            kx[0] = w.x; kx[1] = w.y; kx[2] = w.z; kx[3] = w.w;
-          } else {
-            for (uint e = 0; e < VK; ++e) kx[e] = float(keys[at + e]);
-          }""",
-    "LOAD_VALUE": """if (VV == 4) {
-            const float4 w = float4(*(const DEVICE_MEM metal::vec<InT, 4>*)(values + at));
-            vx[0] = w.x; vx[1] = w.y; vx[2] = w.z; vx[3] = w.w;
-          } else {
-            for (uint e = 0; e < VV; ++e) vx[e] = float(values[at + e]);
-          }""",
-}
-# Affine KV4/KV8: a lane's VK = PACK dims are one packed word and one scale group; each
+# The partial body's LOAD_KEY / LOAD_VALUE blocks: `lanes` dims of a K or V row, from element `at`
+# of `plane`, into the float registers `dest`. Plain pools: one 4-vector load when lanes == 4
+# (the row length allows it), else element loads.
+PLAIN_LOAD = """if ({lanes} == 4) {{
+            const float4 w = float4(*(const DEVICE_MEM metal::vec<InT, 4>*)({plane} + at));
+            {dest}[0] = w.x; {dest}[1] = w.y; {dest}[2] = w.z; {dest}[3] = w.w;
+          }} else {{
+            for (uint e = 0; e < {lanes}; ++e) {dest}[e] = float({plane}[at + e]);
+          }}"""
+# Affine KV4/KV8: a lane's lanes = PACK dims are one packed word and one scale group; each
 # element is dequantized on load and rounded to the pool dtype: float(InT(scale * code + bias)).
-LOAD_AFFINE = {
-    "LOAD_KEY": """{
-            const uint word = keys[at / PACK];
-            const float s = float(ks[at / GROUP]), b = float(kb[at / GROUP]);
-            for (uint e = 0; e < VK; ++e) kx[e] = float(InT(fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b)));
-          }""",
-    "LOAD_VALUE": """{
-            const uint word = values[at / PACK];
-            const float s = float(vs[at / GROUP]), b = float(vb[at / GROUP]);
-            for (uint e = 0; e < VV; ++e) vx[e] = float(InT(fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b)));
-          }""",
-}
+AFFINE_LOAD = """{{
+            const uint word = {plane}[at / PACK];
+            const float s = float({scales}[at / GROUP]), b = float({biases}[at / GROUP]);
+            for (uint e = 0; e < {lanes}; ++e)
+              {dest}[e] = float(InT(fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b)));
+          }}"""
+LOAD_PLAIN = {"LOAD_KEY": PLAIN_LOAD.format(plane="keys", dest="kx", lanes="VK"),
+              "LOAD_VALUE": PLAIN_LOAD.format(plane="values", dest="vx", lanes="VV")}
+LOAD_AFFINE = {"LOAD_KEY": AFFINE_LOAD.format(plane="keys", scales="ks", biases="kb", dest="kx", lanes="VK"),
+               "LOAD_VALUE": AFFINE_LOAD.format(plane="values", scales="vs", biases="vb", dest="vx", lanes="VV")}
 
 MERGE_SOURCE = """
   // One threadgroup per output row: 32 dims x 8 slices of the partitions, then a reduction.
