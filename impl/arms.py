@@ -88,6 +88,22 @@ def resolve_arm(arm: str | None) -> str:
 
     ``None`` picks the best available: the device's compiled arm, else graph.
     """
+    # Every kernel call starts here, so the answer is remembered (building the statuses costs ~2 us, a
+    # tenth of a decode kernel's host budget). The probes are part of the key: a test that replaces
+    # one is seen at once, and the device is read on every call.
+    if arm is not None and not isinstance(arm, str):
+        raise TypeError(f"arm must be one of {ARMS} or None, got {type(arm).__name__}")
+    key = (arm, current_device_name(), metal_available, cuda_available)
+    resolved = _RESOLVED.get(key)
+    if resolved is None:
+        resolved = _RESOLVED[key] = _resolve(arm)
+    return resolved
+
+
+_RESOLVED: dict = {}
+
+
+def _resolve(arm: str | None) -> str:
     statuses = discover_arms()
     if arm is None:
         for name in ("metal", "cuda"):

@@ -13,8 +13,10 @@ Contract (the seed's ``pagedAttentionView.attend`` direct path, mlx-bun 0.5.0
   block_size, Dk] and ``values`` [..., Dv] in ``dtype``, or, when
   ``quantization`` (affine, bits 4|8, ``group_size``) is set, uint32 planes
   [..., D*bits/32] with ``*_scales`` / ``*_biases`` [..., D/group_size] in ``dtype``.
-* ``block_table``: 1-D ints (list, NumPy or mx.array); token t lives in slot
-  ``t % block_size`` of physical block ``block_table[t // block_size]``.
+* ``block_table``: an ``impl.block_table.BlockTable`` (checked and frozen once, e.g. per
+  decode step: then a call checks it against the pool in O(1)), or 1-D ints (list, NumPy or
+  mx.array: checked entry by entry per call; an mx.array is read back to the host for that);
+  token t lives in slot ``t % block_size`` of physical block ``block_table[t // block_size]``.
 * ``length``: live tokens, n <= length <= len(table) * block_size (and the pool's
   capacity). Bottom-right causal: query i sees tokens j <= length - n + i.
   Nothing at or past ``length`` is read: unused slots may hold anything, NaN included.
@@ -43,10 +45,13 @@ last partition beyond a query's causal limit) contributes max ``-inf``, sum 0: w
 
 Arms: ``metal`` / ``cuda`` compile the bodies below (one source for both dialects; the
 affine variant differs only in its two load blocks, as in the seed). Partial + merge run as
-one ``mx.compile``d pair per launch shape, and the block table and the [scale, length,
-partition] geometry are kept on the device between calls (``_device_table``): host-side array
-building cost more than the kernels at N = 32k on the H200. The table is padded to a power of
-two and the partition buffers rounded up likewise, so a growing sequence retraces rarely.
+one ``mx.compile``d pair per launch shape (``_plan`` remembers it with the device [scale,
+length, partition] geometry per call shape), and the block table's device copies come with the
+``BlockTable`` (raw tables are converted once per distinct content, ``_TABLES``): host-side work
+cost more than the kernels at N = 32k on the H200 (55 us of Python per call there before; a
+call with a BlockTable now costs ~3 us of Python here plus the compiled call). The table is
+padded to a power of two and the partition buffers rounded up likewise, so a growing sequence
+retraces rarely.
 ``graph`` (``_graph``) is the same computation in MLX ops: the same partitions and float32
 state; scores summed in each lane's order, then across lanes (``_lane_dot``);
 dequantize-on-load rounded to the pool dtype; the same merge and casts. Its liberties change
@@ -80,12 +85,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import mlx.core as mx
 import numpy as np
 
 from impl.arms import resolve_arm
+from impl.block_table import BlockTable, padded_length
 from impl.checks import check_int, check_scale
 from impl.kernels import KernelSpec, Launch
 
@@ -358,23 +364,16 @@ MERGE = KernelSpec("paged_attention_merge", ("parts", "normal", "geometry"), ("o
 # --- validation -------------------------------------------------------------
 
 
-def _table(block_table, num_blocks: int) -> np.ndarray:
-    if isinstance(block_table, mx.array):
-        if block_table.dtype not in (mx.int32, mx.int64, mx.uint32, mx.int16, mx.uint16, mx.uint8, mx.int8):
-            raise ValueError(f"block_table must hold integers, got dtype {block_table.dtype}")
-        host = np.array(block_table.astype(mx.int64))
-    else:
-        host = np.asarray(block_table)
-        if host.size == 0:
-            host = host.astype(np.int64)
-        if not np.issubdtype(host.dtype, np.integer):
-            raise ValueError(f"block_table must hold integers, got dtype {host.dtype}")
-    if host.ndim != 1:
-        raise ValueError(f"block_table must be 1-D, got shape {host.shape}")
-    bad = (host < 0) | (host >= num_blocks)
-    if bad.any():
-        raise ValueError(f"block_table entry {int(host[bad][0])} is outside the pool's {num_blocks} blocks")
-    return host.astype(np.int32)
+def _block_table(block_table) -> BlockTable:
+    """``block_table`` as a checked, frozen ``BlockTable``: a BlockTable as is; anything else is checked
+    and converted, and the conversion (with its device copies) is reused while the same entries come
+    back (``_TABLES``), so a caller that passes one list per layer pays one transfer per step."""
+    if isinstance(block_table, BlockTable):
+        return block_table
+    host = np.asarray(block_table) if not isinstance(block_table, mx.array) else None
+    if host is None or not np.issubdtype(host.dtype, np.integer) or host.ndim != 1:
+        return BlockTable.of(block_table)  # not the cacheable case: converted (or refused) as given
+    return _cached(_TABLES, (host.dtype.str, host.tobytes()), lambda: BlockTable.of(host))
 
 
 def _check_plane(name: str, array, shape: tuple[int, ...], dtype: mx.Dtype) -> mx.array:
@@ -387,8 +386,8 @@ def _check_plane(name: str, array, shape: tuple[int, ...], dtype: mx.Dtype) -> m
     return array
 
 
-def _validate(q, storage, block_table, length, scale, *, direct: bool, bucket: bool = False):
-    """Checks everything a launch depends on; returns (table int32, scale float, planes)."""
+def _validate(q, storage, block_table, length, scale, *, direct: bool):
+    """Checks everything a launch depends on; returns (BlockTable, scale float, planes)."""
     if not isinstance(q, mx.array):
         raise TypeError(f"q must be an mx.array, got {type(q).__name__}")
     if q.ndim != 4 or q.shape[0] != 1:
@@ -438,29 +437,26 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool, bucket: b
             for name, dim in (("key_scales", head_dim), ("key_biases", head_dim),
                               ("value_scales", v_head_dim), ("value_biases", v_head_dim)))
     length = check_int("length", length, minimum=1)
-    table = _table(block_table, num_blocks)
+    table = _block_table(block_table)
+    table.check_pool(num_blocks)
     if length < n:
         raise ValueError(f"length={length} is shorter than the n={n} query rows it must contain")
     if length > num_blocks * block_size:
         raise ValueError(f"length={length} exceeds the pool's capacity {num_blocks} blocks x {block_size}")
     needed = -(-length // block_size)
-    if table.size < needed:
-        raise ValueError(f"block_table has {table.size} blocks but length={length} needs {needed} "
+    if len(table) < needed:
+        raise ValueError(f"block_table has {len(table)} blocks but length={length} needs {needed} "
                          f"of block_size {block_size}")
     if direct and length >= 2**24:  # the kernels read length from a float32
         raise ValueError(f"length={length} must be below 2**24 for the direct kernel")
-    table = table[:needed]
-    if bucket:  # the compiled arms' table: zero-padded to a power of two (paged_attention says why)
-        padded = np.zeros(_bucket(needed), np.int32)  # np.pad costs ~8 us per call; this ~1 us
-        padded[:needed] = table
-        return _device_table(padded), float(scale), planes
-    return mx.array(table), float(scale), planes
+    return table, float(scale), planes
 
 
-# Device copies of recent tables and launch geometries. A fresh mx.array from host data costs the
-# GPU a transfer at eval: measured on the H200, 0.1-0.2 ms per call at N = 32k-128k, as much as the
-# kernels. One decode step calls the kernel once per layer with the same table and length, so a
-# small cache turns that into one transfer per step. MLX arrays are immutable, so sharing is safe.
+# Checked tables (``_block_table``) and device geometries of recent calls. A fresh mx.array from host
+# data costs the GPU a transfer at eval: measured on the H200, 0.1-0.2 ms per call at N = 32k-128k,
+# as much as the kernels. One decode step calls the kernel once per layer with the same table and
+# length, so a small cache turns that into one transfer per step. MLX arrays are immutable, so
+# sharing is safe.
 _CACHE_SIZE = 16
 
 
@@ -477,10 +473,6 @@ def _cached(cache: OrderedDict, key, make):
 
 _TABLES: OrderedDict = OrderedDict()
 _GEOMETRIES: OrderedDict = OrderedDict()
-
-
-def _device_table(host: np.ndarray) -> mx.array:
-    return _cached(_TABLES, host.tobytes(), lambda: mx.array(host))
 
 
 def _geometry(scale: float, length: int, span: int) -> mx.array:
@@ -511,52 +503,72 @@ def partition_size(length: int, threadgroups_per_partition: int) -> int:
 
 def _span(q: mx.array, storage: PagedStorage, length: int, partition: int | None) -> int:
     """The partition every arm uses: the caller's, or ``partition_size`` for this launch's threadgroups."""
+    _, hq, n, _ = q.shape
+    return _span_of(hq, n, storage.keys.shape[1], storage.v_head_dim, length, partition)
+
+
+def _span_of(hq: int, n: int, hk: int, dv: int, length: int, partition: int | None) -> int:
     if partition is not None:
         return partition
-    _, hq, n, _ = q.shape
-    hk = storage.keys.shape[1]
-    rows = rows_per_threadgroup(hq, hk, n, storage.v_head_dim)
-    return partition_size(length, hk * -(-(hq // hk) * n // rows))
+    return partition_size(length, hk * -(-(hq // hk) * n // rows_per_threadgroup(hq, hk, n, dv)))
 
 
-def _lanes(dim: int, quantization) -> int:
-    """Dims per lane per step: one packed word when quantized, else a 4-vector when dim allows it."""
-    if quantization is not None:
-        return 32 // quantization.bits
+def _lanes(dim: int, bits: int | None) -> int:
+    """Dims per lane per step: one packed word when quantized (``bits``), else a 4-vector when dim allows it."""
+    if bits is not None:
+        return 32 // bits
     return 4 if dim % 4 == 0 else 1
 
 
-def partial_launch(q: mx.array, storage: PagedStorage, table: mx.array, length: int, scale: float,
+def partial_launch(q: mx.array, storage: PagedStorage, table, length: int, scale: float,
                    planes: Sequence[mx.array] = (), partition: int | None = None) -> Launch:
-    """The partial pass's call (inputs, template, grid): one threadgroup per (partition, KV head, row chunk)."""
+    """The partial pass's call (inputs, template, grid): one threadgroup per (partition, KV head, row chunk).
+    ``table``: a ``BlockTable`` (its padded device copy is read) or an int32 mx.array."""
     _, hq, n, _ = q.shape
-    hk, dk, dv = storage.keys.shape[1], storage.head_dim, storage.v_head_dim
+    span = _span(q, storage, length, partition)
+    shape = _partial_shape(hq, n, storage.keys.shape[1], storage.head_dim, storage.v_head_dim, storage.block_size,
+                           storage.dtype, _quant_key(storage.quantization), length, span)
+    table = table.padded if isinstance(table, BlockTable) else table
+    return Launch(shape.spec, (q, storage.keys, storage.values, table, _geometry(scale, length, span), *planes),
+                  shape.template, shape.grid, shape.threadgroup, shape.output_shapes, (mx.float32, mx.float32))
+
+
+def _quant_key(quantization) -> tuple[int, int] | None:
+    return None if quantization is None else (quantization.bits, quantization.group_size)
+
+
+@lru_cache(maxsize=256)
+def _partial_shape(hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, dtype: mx.Dtype,
+                   quant: tuple[int, int] | None, length: int, span: int) -> "_LaunchShape":
+    """The partial's launch without inputs (spec, template, grid, outputs): a pure function of the
+    shapes, remembered because every layer of a decode step asks for the same one."""
     rows = rows_per_threadgroup(hq, hk, n, dv)
     chunks = -(-(hq // hk) * n // rows)
-    span = _span(q, storage, length, partition)
     # Partition buffers and the grid are rounded up to a power of two: a growing sequence then gets a
     # new launch shape (a retrace of the compiled pair) only when its partition count doubles.
-    parts = _bucket(-(-length // span))
-    geometry = _geometry(scale, length, span)
-    quant = storage.quantization
-    template = [("HQ", hq), ("HK", hk), ("N", n), ("DK", dk), ("DV", dv), ("BS", storage.block_size),
-                ("R", rows), ("SG", SIMDGROUPS), ("VK", _lanes(dk, quant)), ("VV", _lanes(dv, quant)),
-                ("InT", storage.dtype)]
+    parts = padded_length(-(-length // span))
+    bits = None if quant is None else quant[0]
+    template = [("HQ", hq), ("HK", hk), ("N", n), ("DK", dk), ("DV", dv), ("BS", block_size),
+                ("R", rows), ("SG", SIMDGROUPS), ("VK", _lanes(dk, bits)), ("VV", _lanes(dv, bits)),
+                ("InT", dtype)]
     spec = PARTIAL
     if quant is not None:
-        template += [("BITS", quant.bits), ("GROUP", quant.group_size), ("PACK", 32 // quant.bits)]
+        template += [("BITS", quant[0]), ("GROUP", quant[1]), ("PACK", 32 // quant[0])]
         spec = QUANTIZED_PARTIAL
     threads = SIMD * SIMDGROUPS
-    return Launch(spec, (q, storage.keys, storage.values, table, geometry, *planes), tuple(template),
-                  grid=(threads * parts, hk * chunks, 1), threadgroup=(threads, 1, 1),
-                  output_shapes=((hq, n, parts, dv), (hq, n, parts, 2)), output_dtypes=(mx.float32, mx.float32))
+    return _LaunchShape(spec, tuple(template), (threads * parts, hk * chunks, 1), (threads, 1, 1),
+                        ((hq, n, parts, dv), (hq, n, parts, 2)))
+
+
+class _LaunchShape(NamedTuple):
+    spec: KernelSpec
+    template: tuple
+    grid: tuple[int, int, int]
+    threadgroup: tuple[int, int, int]
+    output_shapes: tuple
 
 
 MERGE_SLICES = 8  # threads per output element in the merge, each over every 8th partition
-
-
-def _bucket(count: int) -> int:
-    return 1 << (count - 1).bit_length()
 
 
 def merge_launch(parts: mx.array, normal: mx.array, geometry: mx.array, out_dtype: mx.Dtype) -> Launch:
@@ -581,15 +593,29 @@ def paged_attention(q: mx.array, storage: PagedStorage, block_table, length: int
     (``partition_size``). It partitions the softmax, so it is part of the numbers (rounding only).
     """
     arm = resolve_arm(arm)
-    table, scale, planes = _validate(q, storage, block_table, length, scale, direct=True, bucket=arm != "graph")
+    table, scale, planes = _validate(q, storage, block_table, length, scale, direct=True)
     partition = check_partition(partition)
     if arm == "graph":
-        return _graph(q, storage, table, length, scale, _span(q, storage, length, partition))
+        return _graph(q, storage, table.device, length, scale, _span(q, storage, length, partition))
     # The table comes zero-padded to a power-of-two length (entries past length are never read), so the
     # compiled pair sees a new table shape only when the sequence doubles.
-    partial = partial_launch(q, storage, table, length, scale, planes, partition)
-    return _compiled_pair(arm, partial.spec, partial.template, partial.grid, partial.threadgroup,
-                          partial.output_shapes, q.dtype)(*partial.inputs)
+    _, hq, n, _ = q.shape
+    pair, geometry = _plan(arm, hq, n, storage.keys.shape[1], storage.head_dim, storage.v_head_dim,
+                           storage.block_size, storage.dtype, _quant_key(storage.quantization), length,
+                           partition, scale)
+    return pair(q, storage.keys, storage.values, table.padded, geometry, *planes)
+
+
+@lru_cache(maxsize=256)
+def _plan(arm: str, hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, dtype: mx.Dtype,
+          quant: tuple[int, int] | None, length: int, partition: int | None, scale: float):
+    """(compiled partial + merge, device geometry) of one call's scalars. Every layer of a decode
+    step makes the same call, so after the first only this lookup remains between the checks and
+    the launch: the host cost per call on the H200 was more than the kernels' time at N = 32k."""
+    span = _span_of(hq, n, hk, dv, length, partition)
+    shape = _partial_shape(hq, n, hk, dk, dv, block_size, dtype, quant, length, span)
+    pair = _compiled_pair(arm, shape.spec, shape.template, shape.grid, shape.threadgroup, shape.output_shapes, dtype)
+    return pair, _geometry(scale, length, span)
 
 
 @lru_cache(maxsize=64)
@@ -675,7 +701,8 @@ def _graph(q: mx.array, storage: PagedStorage, table: mx.array, length: int, sca
 
     # head h = kv * group + r; the kernel folds the scale into q as it loads it
     qf = q.astype(mx.float32).reshape(hk, group * n, dk) * mx.array(scale, dtype=mx.float32)
-    scores = _lane_dot(qf, k, _lanes(dk, storage.quantization))
+    bits = None if storage.quantization is None else storage.quantization.bits
+    scores = _lane_dot(qf, k, _lanes(dk, bits))
     query = mx.arange(n).reshape(1, n, 1)
     visible = tokens.reshape(1, 1, -1) <= (length - n + query)  # bottom-right causal, [1, n, T]
     scores = mx.where(visible, scores.reshape(hk, group, n, -1), -mx.inf)
@@ -718,6 +745,7 @@ def paged_attention_gather(q: mx.array, storage: PagedStorage, block_table, leng
     go through ``mx.dequantize`` (affine), whose output dtype is the scales'.
     """
     table, scale, _ = _validate(q, storage, block_table, length, scale, direct=False)
+    table = table.device[:-(-length // storage.block_size)]  # the live blocks
     k, v = _gather(storage.keys, table, length), _gather(storage.values, table, length)
     quant = storage.quantization
     if quant is not None:

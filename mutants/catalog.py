@@ -81,6 +81,7 @@ def code(path: str, old: str, new: str) -> Substitution:
 
 
 PAGED = "impl/paged_attention.py"
+BLOCK_TABLE = "impl/block_table.py"
 ARGMAX = "impl/normalized_argmax.py"
 KVQ4 = "impl/kvq4_decode.py"
 MULTI = "impl/multi_query.py"
@@ -402,6 +403,20 @@ CATALOG: tuple[Mutant, ...] = (
         (code(PAGED_KV, "                self._table.append(pool.alloc())\n                self._snapshot = None",
               "                self._table.append(pool.alloc())"),),
         ("parity/test_kv_attend.py::test_views_share_one_table_snapshot_until_the_table_changes",)),
+    Mutant(
+        "block_table_admits_one_past_the_pool",
+        "a frozen table's pool check lets an entry equal to num_blocks through: the kernel would read past the pool",
+        "block_table",
+        (code(BLOCK_TABLE, "if self.smallest < 0 or self.largest >= num_blocks:",
+              "if self.smallest < 0 or self.largest > num_blocks:"),),
+        ("properties/test_block_table.py::test_frozen_table_is_checked_against_the_pool[last-one-past-the-pool]",)),
+    Mutant(
+        "block_table_cache_keyed_on_wrapped_entries",
+        "the table conversion cache keys on int32 bytes: an int64 entry 2**32 + b is served b's checked table",
+        "paged_attention",
+        (code(PAGED, "_cached(_TABLES, (host.dtype.str, host.tobytes()),",
+              "_cached(_TABLES, (host.astype(np.int32).tobytes()),"),),
+        ("properties/test_block_table.py::test_a_wrapping_entry_is_not_served_from_the_cache",)),
     Mutant(
         "dense_growth_rounds_down",
         "the dense cache grows by floor(L / 256) steps instead of ceil: an append shorter than a step gets no room",

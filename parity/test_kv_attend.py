@@ -109,9 +109,9 @@ def test_dispatch_between_direct_kernel_and_control_path(stand_in, direct, n, ma
         assert stand_in.calls == [] and not mx.all(out == 7.0).item()
         return
     (got_q, storage, table, length, scale, arm), = stand_in.calls
-    # the view hands the kernel its host copy of the table (validating it then reads no device array)
-    assert got_q is q and storage is view and table is view.host_block_table
-    assert not table.flags.writeable and table.tolist() == np.array(view.block_table).tolist()
+    # the view hands the kernel its frozen table (checking it then reads no device array and converts nothing)
+    assert got_q is q and storage is view and table is view.frozen_table
+    assert not table.host.flags.writeable and table.host.tolist() == np.array(view.block_table).tolist()
     assert (length, scale, arm) == (view.length, SCALE, "graph")
     assert mx.all(out == 7.0).item()
 

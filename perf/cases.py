@@ -8,7 +8,9 @@ default device, bfloat16; values do not change the work these kernels do.
 Families (``benchmark`` names; kernel[arm] of each case):
 
 * ``paged_decode`` (one decode row over a paged bf16 pool, block 16, shuffled
-  table): ``paged_attention[arm]`` (the direct kernel), ``gather_sdpa[mlx]``
+  table, handed over as one ``BlockTable`` built untimed with the inputs, as
+  a decode step builds one per step for all its layers' calls):
+  ``paged_attention[arm]`` (the direct kernel), ``gather_sdpa[mlx]``
   (the seed's control: gather the live blocks, then MLX's SDPA),
   ``sdpa[mlx]`` (``mx.fast.scaled_dot_product_attention`` on contiguous K/V:
   what a dense cache costs), and with torch on CUDA ``sdpa_*[torch]``
@@ -47,6 +49,7 @@ from impl.kv.quantization import Quantization
 from impl.kvq4_decode import QuantizedKV, kvq4_decode
 from impl.multi_query import multi_query_causal
 from impl.normalized_argmax import normalized_argmax, normalized_argmax_native
+from impl.block_table import BlockTable
 from impl.paged_attention import paged_attention, paged_attention_gather
 from perf.harness import Case
 from perf.shapes import BLOCK_SIZE, DTYPE, QUANT_GROUP, ArgmaxShape, DecodeShape
@@ -161,7 +164,9 @@ def paged_group(shape: DecodeShape, arms: Sequence[str], *, bits: int | None = N
         mx.eval(q, k, v, storage.keys, storage.values,
                 *(a for a in (storage.key_scales, storage.key_biases, storage.value_scales, storage.value_biases)
                   if a is not None))
-        return {"q": q, "k": k, "v": v, "storage": storage, "table": table}
+        # One frozen table per decode step, shared by every layer's call (impl.block_table): built here,
+        # untimed, as a step builds it once before its layers run.
+        return {"q": q, "k": k, "v": v, "storage": storage, "table": BlockTable.of(table)}
 
     inputs = _Lazy(make)
     name = "paged_decode" if bits is None else f"paged_decode_q{bits}"

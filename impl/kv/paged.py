@@ -37,7 +37,9 @@ from .errors import PoolExhausted
 from .pool import BlockPool, next_pool_size, pool_blocks_for
 from .quantization import Quantization, check_quantization
 from .validation import KvGeometry, check_int, check_same_geometry, check_trim, kv_geometry
-from .view import PagedAttentionView, SnapshotTable, snapshot_table
+from impl.block_table import BlockTable
+
+from .view import PagedAttentionView, snapshot_table
 
 
 class PagedKVCache:
@@ -63,7 +65,7 @@ class PagedKVCache:
         self.offset = 0
         self.pool: BlockPool | None = None
         self._table: list[int] = []
-        self._snapshot: SnapshotTable | None = None  # _table frozen for views; None after it changes
+        self._snapshot: BlockTable | None = None  # _table frozen for views; None after it changes
 
     @staticmethod
     def _initial_blocks(capacity_tokens: int, block_size: int) -> int:

@@ -3,8 +3,8 @@
 A ``PagedAttentionView`` is a frozen snapshot of one sequence's paged K/V at
 one moment: the pool's arrays as they were (the pool replaces its arrays on
 every write and never writes into them, so holding them is holding a
-snapshot), a copy of the block table as int32 (host and device; a cache hands
-consecutive views one copy until a block is added or freed), the live ``length`` and the
+snapshot), a frozen copy of the block table (``impl.block_table.BlockTable``: host, device
+and the kernels' padded copy; a cache hands consecutive views one copy until a block is added or freed), the live ``length`` and the
 ``direct`` flag. It carries the same attribute names as ``BlockPool``
 (``keys``, ``values``, ``key_scales``, ..., ``block_size``, ``head_dim``,
 ``v_head_dim``, ``dtype``, ``quantization``) so the paged-attention kernel can
@@ -31,10 +31,12 @@ of a ``PagedKvRows``): it attends row by row and stacks the outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import mlx.core as mx
 import numpy as np
+
+from impl.block_table import BlockTable
+from impl.checks import check_int
 
 from .pool import gather_planes, table_array
 from .quantization import Quantization
@@ -54,19 +56,9 @@ def check_mask(mask) -> None:
     raise TypeError(f"mask must be None, 'causal' or an mx.array, got {type(mask).__name__}")
 
 
-class SnapshotTable(NamedTuple):
-    """A block table frozen for views: a read-only int32 host array and the same entries on the device."""
-
-    host: np.ndarray
-    device: mx.array
-
-
-def snapshot_table(table) -> SnapshotTable:
-    """``table`` (a sequence of ints) as a ``SnapshotTable``; entries are checked as ``table_array`` does."""
-    device = table_array(list(table))
-    host = np.array(table, dtype=np.int32)
-    host.flags.writeable = False
-    return SnapshotTable(host, device)
+def snapshot_table(table) -> BlockTable:
+    """``table`` (a sequence of ints) frozen for views: host, device and the kernels' padded copy."""
+    return BlockTable.of([check_int("table entry", i) for i in table], name="table")
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,27 +80,33 @@ class PagedAttentionView:
     dtype: mx.Dtype
     quantization: Quantization | None
     direct: bool
-    # The same table on the host when it was built from ints: the direct kernel validates its
-    # entries from here instead of reading block_table back from the device (on a GPU that read
-    # is a synchronization, once per layer and step).
-    host_block_table: np.ndarray | None = None  # read-only int32, equal to block_table
+    # The same table frozen (host, device, padded) when it was built from ints: the direct kernel
+    # checks it in O(1) and reads its padded device copy, instead of reading block_table back from
+    # the device (on a GPU a synchronization, once per layer and step) and converting it again.
+    frozen_table: BlockTable | None = None
+
+    @property
+    def host_block_table(self) -> np.ndarray | None:
+        """Read-only int32 host copy of ``block_table`` (None when the view was built from an mx.array)."""
+        return None if self.frozen_table is None else self.frozen_table.host
 
     @classmethod
     def of(cls, pool, table, length: int, direct: bool) -> "PagedAttentionView":
         """Snapshot ``pool``'s current arrays with a copy of ``table`` (ints, an mx.array, or a
-        ``SnapshotTable``: a copy already made, which a cache reuses while its table is unchanged)."""
-        if isinstance(table, SnapshotTable):
-            host_table, device_table = table
+        ``BlockTable``: a frozen copy already made, which a cache reuses while its table is unchanged)."""
+        if isinstance(table, BlockTable):
+            frozen, device_table = table, table.device
         elif isinstance(table, mx.array):
-            host_table, device_table = None, table_array(table)
+            frozen, device_table = None, table_array(table)
         else:
-            host_table, device_table = snapshot_table(table)
+            frozen = snapshot_table(table)
+            device_table = frozen.device
         return cls(keys=pool.keys, values=pool.values, key_scales=pool.key_scales, key_biases=pool.key_biases,
                    value_scales=pool.value_scales, value_biases=pool.value_biases,
                    block_table=device_table, length=length, block_size=pool.block_size,
                    num_kv_heads=pool.num_kv_heads, head_dim=pool.head_dim, v_head_dim=pool.v_head_dim,
                    dtype=pool.dtype, quantization=pool.quantization, direct=bool(direct),
-                   host_block_table=host_table)
+                   frozen_table=frozen)
 
     def arrays(self) -> list[mx.array]:
         planes = (self.keys, self.values, self.key_scales, self.key_biases, self.value_scales, self.value_biases)
@@ -136,7 +134,7 @@ class PagedAttentionView:
             # Imported here: the kernel module is optional for the control path.
             from impl.paged_attention import paged_attention
 
-            table = self.block_table if self.host_block_table is None else self.host_block_table
+            table = self.block_table if self.frozen_table is None else self.frozen_table
             return paged_attention(q, self, table, self.length, scale=scale, arm=arm)
         k, v = self.fetch()
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
