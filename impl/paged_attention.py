@@ -115,6 +115,7 @@ __all__ = [
 DIRECT_MAX_QUERIES = 8
 SIMD = 32
 SIMDGROUPS = 4  # SIMD groups per partial threadgroup: four 8-token batches in flight per round
+BATCH_TOKENS = 8  # tokens a SIMD group takes per step (8 or 16: a power of two dividing 32)
 MAX_ROWS = 4  # query rows (GQA heads x query rows) one threadgroup serves: registers grow with it
 PARTITION_QUANTUM = 64  # partitions are whole multiples of this many tokens
 # Partitions are sized so that a launch has about this many threadgroups. An NVIDIA H200 has 132 SMs
@@ -185,27 +186,29 @@ PARTIAL_SOURCE = """
     m[i] = -INFINITY; l[i] = 0.0f;
     for (uint j = 0; j < JV * VV; ++j) o[i][j] = 0.0f;
   }
-  // Each SIMD group takes batches of 8 tokens, SG batches apart. Lane l's dims of a row are
-  // (j * 32 + l) * V + e: a warp reads a K or V row as one coalesced run of vectors. A batch issues
-  // its 8 K rows and 8 V rows together (16 loads in flight per lane), and the block table entries
-  // of the group's next batch are read one batch ahead, so a batch waits on one memory latency.
-  uint block[8];
-  for (uint k = 0; k < 8; ++k) {
-    const uint t = first + sg * 8 + k;
+  // Each SIMD group takes batches of TB tokens (8 or 16), SG batches apart. Lane l's dims of a row
+  // are (j * 32 + l) * V + e: a warp reads a K or V row as one coalesced run of vectors. A batch
+  // issues its TB K rows and TB V rows together (2 * TB loads in flight per lane), and the block
+  // table entries of the group's next batch are read one batch ahead, so a batch waits on one
+  // memory latency: TB sets how many bytes each wait brings.
+  constexpr uint SPREAD = 32 / TB;  // lanes that end up holding one token's score
+  uint block[TB];
+  for (uint k = 0; k < TB; ++k) {
+    const uint t = first + sg * TB + k;
     block[k] = table[min(t, stop - 1) / BS];  // past the end: a live token's block, masked below
   }
-  for (uint t0 = first + sg * 8; t0 < stop; t0 += SG * 8) {
-    uint rows[8];  // (physical block, head, slot) row index of each token
-    for (uint k = 0; k < 8; ++k) {
+  for (uint t0 = first + sg * TB; t0 < stop; t0 += SG * TB) {
+    uint rows[TB];  // (physical block, head, slot) row index of each token
+    for (uint k = 0; k < TB; ++k) {
       const uint t = min(t0 + k, stop - 1);  // past the end: re-read a live token, masked below
       rows[k] = (block[k] * HK + hk) * BS + t % BS;
     }
-    for (uint k = 0; k < 8; ++k) {
-      const uint t = t0 + SG * 8 + k;
-      if (t0 + SG * 8 < stop) block[k] = table[min(t, stop - 1) / BS];
+    for (uint k = 0; k < TB; ++k) {
+      const uint t = t0 + SG * TB + k;
+      if (t0 + SG * TB < stop) block[k] = table[min(t, stop - 1) / BS];
     }
-    float dot[R][8], vbuf[8][JV * VV];
-    for (uint k = 0; k < 8; ++k) {
+    float dot[R][TB], vbuf[TB][JV * VV];
+    for (uint k = 0; k < TB; ++k) {
       for (uint i = 0; i < R; ++i) dot[i][k] = 0.0f;
       for (uint j = 0; j < JK; ++j) {
         const uint d0 = (j * 32 + lane) * VK;
@@ -228,23 +231,27 @@ PARTIAL_SOURCE = """
         for (uint e = 0; e < VV; ++e) vbuf[k][j * VV + e] = vx[e];
       }
     }
-    // Transpose-reduce the 8 dots across the 32 lanes (9 shuffles, not 8 x 5): each step halves the
-    // tokens a lane keeps and adds its partner's share of them; lane l ends with token l / 4's score.
-    const bool b16 = (lane & 16u) != 0, b8 = (lane & 8u) != 0, b4 = (lane & 4u) != 0;
-    const uint mine = t0 + lane / 4;
+    // Transpose-reduce the TB dots across the 32 lanes (TB - 1 + log2(SPREAD) shuffles, not TB x 5):
+    // each step halves the tokens a lane keeps and adds its partner's share of them; lane l ends with
+    // token l / SPREAD's score, as do the other lanes of its SPREAD (a + b == b + a exactly).
+    const uint mine = t0 + lane / SPREAD;
     float p[R], factor[R], sum[R];
     for (uint i = 0; i < R; ++i) {
-      float a[4], c[2];
-      for (uint k = 0; k < 4; ++k)
-        a[k] = (b16 ? dot[i][k + 4] : dot[i][k]) + simd_shuffle_xor(b16 ? dot[i][k] : dot[i][k + 4], 16u);
-      for (uint k = 0; k < 2; ++k)
-        c[k] = (b8 ? a[k + 2] : a[k]) + simd_shuffle_xor(b8 ? a[k] : a[k + 2], 8u);
-      float score = (b4 ? c[1] : c[0]) + simd_shuffle_xor(b4 ? c[0] : c[1], 4u);
-      score += simd_shuffle_xor(score, 2u);
-      score += simd_shuffle_xor(score, 1u);
+      float a[TB];
+      for (uint k = 0; k < TB; ++k) a[k] = dot[i][k];
+      for (uint half = TB / 2, bit = 16; half >= 1; half /= 2, bit /= 2) {
+        const bool upper = (lane & bit) != 0;
+        for (uint k = 0; k < half; ++k)
+          a[k] = (upper ? a[k + half] : a[k]) + simd_shuffle_xor(upper ? a[k] : a[k + half], bit);
+      }
+      float score = a[0];
+      for (uint bit = SPREAD / 2; bit >= 1; bit /= 2) score += simd_shuffle_xor(score, bit);
       if (mine >= lim[i]) score = -INFINITY;
-      // One online-softmax step per batch: rescale to the new max once, one exp per lane.
-      const float next = max(m[i], simd_max(score));
+      // One online-softmax step per batch: rescale to the new max once, one exp per lane. The batch
+      // max needs only the lanes SPREAD apart (log2(TB) shuffles): the others hold copies.
+      float top = score;
+      for (uint bit = SPREAD; bit < 32; bit *= 2) top = max(top, simd_shuffle_xor(top, bit));
+      const float next = max(m[i], top);
       const bool none = next == -INFINITY;  // nothing visible yet: keep the empty state
       factor[i] = none ? 1.0f : exp(m[i] - next);
       p[i] = none ? 0.0f : exp(score - next);
@@ -252,9 +259,9 @@ PARTIAL_SOURCE = """
       for (uint j = 0; j < JV * VV; ++j) o[i][j] *= factor[i];
       sum[i] = 0.0f;
     }
-    for (uint k = 0; k < 8; ++k)
+    for (uint k = 0; k < TB; ++k)
       for (uint i = 0; i < R; ++i) {
-        const float w = simd_shuffle(p[i], k * 4);  // masked tokens (past stop included) weigh 0
+        const float w = simd_shuffle(p[i], k * SPREAD);  // masked tokens (past stop included) weigh 0
         sum[i] += w;
         for (uint j = 0; j < JV * VV; ++j) o[i][j] = fma(w, vbuf[k][j], o[i][j]);
       }
@@ -549,7 +556,8 @@ def _partial_shape(hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, 
     parts = padded_length(-(-length // span))
     bits = None if quant is None else quant[0]
     template = [("HQ", hq), ("HK", hk), ("N", n), ("DK", dk), ("DV", dv), ("BS", block_size),
-                ("R", rows), ("SG", SIMDGROUPS), ("VK", _lanes(dk, bits)), ("VV", _lanes(dv, bits)),
+                ("R", rows), ("SG", SIMDGROUPS), ("TB", BATCH_TOKENS),
+                ("VK", _lanes(dk, bits)), ("VV", _lanes(dv, bits)),
                 ("InT", dtype)]
     spec = PARTIAL
     if quant is not None:

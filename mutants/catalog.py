@@ -137,8 +137,8 @@ CATALOG: tuple[Mutant, ...] = (
         "paged_attention",
         (body(PAGED, "block[k] = table[min(t, stop - 1) / BS];  // past the end",
               "block[k] = min(t, stop - 1) / BS;  // past the end"),
-         body(PAGED, "if (t0 + SG * 8 < stop) block[k] = table[min(t, stop - 1) / BS];",
-              "if (t0 + SG * 8 < stop) block[k] = min(t, stop - 1) / BS;"),
+         body(PAGED, "if (t0 + SG * TB < stop) block[k] = table[min(t, stop - 1) / BS];",
+              "if (t0 + SG * TB < stop) block[k] = min(t, stop - 1) / BS;"),
          graph(PAGED, "physical, slot = table[live // bs], live % bs", "physical, slot = live // bs, live % bs")),
         ("properties/test_paged_attention_props.py::test_block_layout_is_invisible[{arm}]",)),
     Mutant(
