@@ -89,100 +89,149 @@ __all__ = [
     "MAX_SPLITS",
     "MAX_VECTORS",
     "SPLIT_KEYS",
+    "block_keys",
     "default_splits",
     "merge_launch",
     "multi_query_causal",
     "partial_launch",
 ]
 
-BK = 32  # keys per staged block
+BK = 32  # keys per staged block (16 at D > 248: see block_keys)
 MAX_ROWS = 8  # L
 MAX_VECTORS = 64  # NQ = REP * L: 8 SIMD groups x 8-row tiles
 MAX_HEAD_DIM = 256
-SPLIT_KEYS = 256  # the seed's keys per split before clamping
+SPLIT_KEYS = 256  # the fewest keys a default split gets (the seed's keys per split)
 MAX_SPLITS = 128
-THREADS = 256
+# Default splits aim at this many threadgroups (splits x KV heads): about 4 resident per SM on the H200's 132
+# SMs at the 128-thread, <= 128-register instances (module docstring), so one wave; fewer splits also means
+# fewer partials to write and merge (NQ * D float32 per split and KV head).
+TARGET_THREADGROUPS = 512
+MIN_SIMDGROUPS = 4  # a threadgroup stages K/V with at least 4 SIMD groups (tiles below 4 leave some only staging)
+ROW_PAD = 8  # halves of padding per staged row (16 bytes): a fragment's 8 rows then start in 8 different banks
+THREADGROUP_BYTES = 32768  # Metal's threadgroup memory per threadgroup (CUDA allows 48 KiB static)
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 
 HEADER = """
 #ifndef DEVICE_MEM
 #define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
 #endif
+#ifndef THREADGROUP_MEM
+#define THREADGROUP_MEM threadgroup  // Metal's threadgroup address space (the CUDA prelude: empty)
+#endif
+#ifndef UNROLL_FULL
+#define UNROLL_FULL _Pragma("clang loop unroll(full)")  // the CUDA prelude: _Pragma("unroll")
+#endif
+#ifndef SG_FRAGMENT_LAYOUT
+#define SG_FRAGMENT_LAYOUT
+// Metal's simdgroup-matrix layout: lane l holds row sg_fragment_row(l), columns sg_fragment_col(l) and
+// that + 1; the lanes of one row are l ^ 1, l ^ 8 and l ^ 9. (The CUDA prelude defines its own.)
+METAL_FUNC uint sg_fragment_row(uint l) { return ((l / 4u) & 4u) + ((l / 2u) % 4u); }
+METAL_FUNC uint sg_fragment_col(uint l) { return ((l / 4u) & 2u) * 2u + (l % 2u) * 2u; }
+#define SG_ROW_LANES_XOR1 1u
+#define SG_ROW_LANES_XOR2 8u
+#endif
 
-// Stage dims [d, d + 8) of one K/V row into threadgroup memory as half (zeros for a key past the split):
-// two 4-wide vector loads when the row allows them, else 8 loads `step` apart.
-template <typename T, typename Dst>
-METAL_FUNC void stage8(Dst dst, const DEVICE_MEM T* src, ulong at, ulong step, bool live, bool vectors) {
-  if (!live) {
-    for (uint e = 0; e < 8u; ++e) dst[e] = half(0.0f);
-  } else if (vectors) {
-    const DEVICE_MEM metal::vec<T, 4>* v = (const DEVICE_MEM metal::vec<T, 4>*)(src + at);
-    const half4 a = half4(float4(v[0])), b = half4(float4(v[1]));
-    for (uint e = 0; e < 4u; ++e) { dst[e] = a[e]; dst[4u + e] = b[e]; }
-  } else {
-    for (uint e = 0; e < 8u; ++e) dst[e] = half(float(src[at + (ulong)e * step]));
-  }
+// Dims [d, d + 4) of one K/V row as half: one 4-wide vector load (the row allows it), or 4 loads `step` apart.
+template <typename T>
+METAL_FUNC half4 load4_vector(const DEVICE_MEM T* src, ulong at) {
+  const metal::vec<T, 4> raw = *(const DEVICE_MEM metal::vec<T, 4>*)(src + at);  // one load, by value
+  return half4(float4(raw));
+}
+
+template <typename T>
+METAL_FUNC half4 load4_strided(const DEVICE_MEM T* src, ulong at, ulong step) {
+  half4 h;
+  for (uint e = 0; e < 4u; ++e) h[e] = half(float(src[at + (ulong)e * step]));
+  return h;
 }
 """
 
 PARTIAL_SOURCE = """
   const uint lane = thread_index_in_simdgroup;
   const uint sg = simdgroup_index_in_threadgroup;
+  const uint tid = thread_position_in_threadgroup.x;
   const uint hk = threadgroup_position_in_grid.y;
   const uint split = threadgroup_position_in_grid.x;
-  const uint fm = ((lane / 4u) & 4u) + ((lane / 2u) % 4u);
-  const uint fn = ((lane / 4u) & 2u) * 2u + (lane % 2u) * 2u;
-  threadgroup half kv[BK * D];
+  // Run-time cache length and split count: one compiled instance serves every N.
+  const uint n = (uint)k_shape[2], splits = threadgroups_per_grid.x;
+  const uint fm = sg_fragment_row(lane), fn = sg_fragment_col(lane);
+  // One block of K and one of V as half, rows KS >= D apart (the padding spreads a fragment's rows over banks).
+  threadgroup half kt[BK * KS];
+  threadgroup half vt[BK * KS];
   // Query tile: rows sg*8 .. sg*8+7 of the head group's rep·L vectors.
   const bool tile = sg * 8u < (uint)NQ;               // simdgroups past the tiles only stage K/V
-  const uint row = sg * 8u + fm;                      // this lane's A-fragment row
+  const uint row = sg * 8u + fm;                      // this lane's fragment row
   const bool rowOk = row < (uint)NQ;
   const uint rr = rowOk ? row / (uint)L : 0u, qi = rowOk ? row % (uint)L : 0u;
   const auto qp = q + ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D;
   metal::simdgroup_half8x8 qf[D / 8];
-  #pragma clang loop unroll(full)
+  UNROLL_FULL
   for (uint f = 0; f < (uint)D / 8u; ++f) {
     qf[f].thread_elements()[0] = rowOk ? half(qp[8u * f + fn]) : half(0.0f);
     qf[f].thread_elements()[1] = rowOk ? half(qp[8u * f + fn + 1u]) : half(0.0f);
   }
   metal::simdgroup_float8x8 o[D / 8];
-  #pragma clang loop unroll(full)
+  UNROLL_FULL
   for (uint f = 0; f < (uint)D / 8u; ++f) o[f] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
   float m = -INFINITY, l = 0.0f;
   // Key range of this split; the row's causal limit.
-  const uint per = ((uint)N + (uint)SPLITS - 1u) / (uint)SPLITS;
-  const uint k0 = split * per, k1 = metal::min((uint)N, k0 + per);
-  const uint limit = (uint)N - (uint)L + qi;          // keys <= limit are visible
+  const uint per = (n + splits - 1u) / splits;
+  const uint k0 = split * per, k1 = metal::min(n, k0 + per);
+  const uint limit = n - (uint)L + qi;                // keys <= limit are visible
   const ulong hs = (ulong)k_strides[1], rs = (ulong)k_strides[2], ds = (ulong)k_strides[3];
   const ulong vhs = (ulong)v_strides[1], vrs = (ulong)v_strides[2], vds = (ulong)v_strides[3];
   const bool kvec = ds == 1 && hs % 4 == 0 && rs % 4 == 0;
   const bool vvec = vds == 1 && vhs % 4 == 0 && vrs % 4 == 0;
   for (uint kb = k0; kb < k1; kb += (uint)BK) {
-    // Stage K block [BK, D] as half.
-    for (uint i = thread_position_in_threadgroup.x; i < (uint)(BK * D / 8); i += threads_per_threadgroup.x) {
-      const uint j = (8u * i) / (uint)D, d = (8u * i) % (uint)D, key = kb + j;
-      stage8(kv + j * (uint)D + d, k, (ulong)hk * hs + (ulong)key * rs + (ulong)d * ds, ds, key < k1, kvec);
+    // Stage the K and V blocks [BK, D] as half, 4 dims per item: all of a thread's loads, then its stores (so the
+    // loads are in flight together). A key past the split loads a live row (key k1 - 1) and stages zeros.
+    half4 kr[(BK * D / 4 + THREADS - 1) / THREADS], vr[(BK * D / 4 + THREADS - 1) / THREADS];
+    if (kvec && vvec) {
+      UNROLL_FULL
+      for (uint b = 0; b < (uint)((BK * D / 4 + THREADS - 1) / THREADS); ++b) {
+        const uint i = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
+        const ulong key = metal::min(kb + (4u * i) / (uint)D, k1 - 1u), d = (4u * i) % (uint)D;
+        kr[b] = load4_vector(k, (ulong)hk * hs + key * rs + d);
+        vr[b] = load4_vector(v, (ulong)hk * vhs + key * vrs + d);
+      }
+    } else {
+      UNROLL_FULL
+      for (uint b = 0; b < (uint)((BK * D / 4 + THREADS - 1) / THREADS); ++b) {
+        const uint i = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
+        const ulong key = metal::min(kb + (4u * i) / (uint)D, k1 - 1u), d = (4u * i) % (uint)D;
+        kr[b] = load4_strided(k, (ulong)hk * hs + key * rs + d * ds, ds);
+        vr[b] = load4_strided(v, (ulong)hk * vhs + key * vrs + d * vds, vds);
+      }
+    }
+    UNROLL_FULL
+    for (uint b = 0; b < (uint)((BK * D / 4 + THREADS - 1) / THREADS); ++b) {
+      const uint i = b * (uint)THREADS + tid, j = (4u * i) / (uint)D, d = (4u * i) % (uint)D;
+      if (i < (uint)(BK * D / 4)) {
+        const bool live = kb + j < k1;
+        *(THREADGROUP_MEM half4*)(kt + j * (uint)KS + d) = live ? kr[b] : half4(half(0.0f));
+        *(THREADGROUP_MEM half4*)(vt + j * (uint)KS + d) = live ? vr[b] : half4(half(0.0f));
+      }
     }
     threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+    if (tile) {
     // S = Q · Kᵀ for BK keys: BK/8 fragments of [8 rows × 8 keys].
     metal::simdgroup_float8x8 s[BK / 8];
     metal::simdgroup_half8x8 p[BK / 8];
-    if (tile) {
-    #pragma clang loop unroll(full)
+    UNROLL_FULL
     for (uint c = 0; c < (uint)BK / 8u; ++c) {
       s[c] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-      #pragma clang loop unroll(full)
+      UNROLL_FULL
       for (uint f = 0; f < (uint)D / 8u; ++f) {
-        metal::simdgroup_half8x8 kt;
-        metal::simdgroup_load(kt, kv + (8u * c) * (uint)D + 8u * f, (ulong)D, ulong2(0, 0), true);
-        metal::simdgroup_multiply_accumulate(s[c], qf[f], kt, s[c]);
+        metal::simdgroup_half8x8 kf;
+        metal::simdgroup_load(kf, kt + (8u * c) * (uint)KS + 8u * f, (ulong)KS, ulong2(0, 0), true);
+        metal::simdgroup_multiply_accumulate(s[c], qf[f], kf, s[c]);
       }
     }
     // Causal / range mask and online softmax for this lane's row fm.
     float bmax = -INFINITY;
-    #pragma clang loop unroll(full)
+    UNROLL_FULL
     for (uint c = 0; c < (uint)BK / 8u; ++c)
-      #pragma clang loop unroll(full)
+      UNROLL_FULL
       for (uint e = 0; e < 2u; ++e) {
         const uint key = kb + 8u * c + fn + e;
         float v = s[c].thread_elements()[e];
@@ -190,52 +239,45 @@ PARTIAL_SOURCE = """
         s[c].thread_elements()[e] = v;
         bmax = metal::max(bmax, v);
       }
-    bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, 1u));
-    bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, 8u));
+    bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR1));
+    bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR2));
     const float mnew = metal::max(m, bmax);
     const float corr = mnew == -INFINITY ? 1.0f : metal::exp(m - mnew);
     float bsum = 0.0f;
-    #pragma clang loop unroll(full)
+    UNROLL_FULL
     for (uint c = 0; c < (uint)BK / 8u; ++c)
-      #pragma clang loop unroll(full)
+      UNROLL_FULL
       for (uint e = 0; e < 2u; ++e) {
         const float v = s[c].thread_elements()[e];
         const float w = v == -INFINITY ? 0.0f : metal::exp(v - mnew);
         bsum += w;
         p[c].thread_elements()[e] = half(w);
       }
-    bsum += metal::simd_shuffle_xor(bsum, 1u);
-    bsum += metal::simd_shuffle_xor(bsum, 8u);
+    bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR1);
+    bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR2);
     l = l * corr + bsum;
     m = mnew;
-    #pragma clang loop unroll(full)
+    UNROLL_FULL
     for (uint f = 0; f < (uint)D / 8u; ++f) {
       o[f].thread_elements()[0] *= corr;
       o[f].thread_elements()[1] *= corr;
     }
-    }
-    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
-    // Stage V block [BK, D] as half; O += P · V.
-    for (uint i = thread_position_in_threadgroup.x; i < (uint)(BK * D / 8); i += threads_per_threadgroup.x) {
-      const uint j = (8u * i) / (uint)D, d = (8u * i) % (uint)D, key = kb + j;
-      stage8(kv + j * (uint)D + d, v, (ulong)hk * vhs + (ulong)key * vrs + (ulong)d * vds, vds, key < k1, vvec);
-    }
-    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
-    if (tile)
-    #pragma clang loop unroll(full)
+    // O += P · V.
+    UNROLL_FULL
     for (uint f = 0; f < (uint)D / 8u; ++f)
-      #pragma clang loop unroll(full)
+      UNROLL_FULL
       for (uint c = 0; c < (uint)BK / 8u; ++c) {
-        metal::simdgroup_half8x8 vb;
-        metal::simdgroup_load(vb, kv + (8u * c) * (uint)D + 8u * f, (ulong)D);
-        metal::simdgroup_multiply_accumulate(o[f], p[c], vb, o[f]);
+        metal::simdgroup_half8x8 vf;
+        metal::simdgroup_load(vf, vt + (8u * c) * (uint)KS + 8u * f, (ulong)KS);
+        metal::simdgroup_multiply_accumulate(o[f], p[c], vf, o[f]);
       }
+    }
     threadgroup_barrier(metal::mem_flags::mem_threadgroup);
   }
   // Partial results: unnormalized O, running max and sum per row.
   if (!tile || !rowOk) return;
   const ulong base = ((ulong)split * (uint)KVH + hk) * (uint)NQ + row;
-  #pragma clang loop unroll(full)
+  UNROLL_FULL
   for (uint f = 0; f < (uint)D / 8u; ++f) {
     opart[base * (uint)D + 8u * f + fn] = o[f].thread_elements()[0];
     opart[base * (uint)D + 8u * f + fn + 1u] = o[f].thread_elements()[1];
@@ -247,11 +289,12 @@ MERGE_SOURCE = """
   const uint d = thread_position_in_grid.x;            // 0..D-1
   const uint qv = thread_position_in_grid.y;           // 0..KVH·NQ-1
   if (d >= (uint)D || qv >= (uint)(KVH * NQ)) return;
+  const uint splits = (uint)mpart_shape[0];            // run-time, as in the partial pass
   const uint hk = qv / (uint)NQ, row = qv % (uint)NQ;
   float mmax = -INFINITY;
-  for (uint s = 0; s < (uint)SPLITS; ++s) mmax = metal::max(mmax, mpart[(ulong)s * (uint)(KVH * NQ) + qv]);
+  for (uint s = 0; s < splits; ++s) mmax = metal::max(mmax, mpart[(ulong)s * (uint)(KVH * NQ) + qv]);
   float num = 0.0f, den = 0.0f;
-  for (uint s = 0; s < (uint)SPLITS; ++s) {
+  for (uint s = 0; s < splits; ++s) {
     const ulong b = (ulong)s * (uint)(KVH * NQ) + qv;
     const float ms = mpart[b];
     if (ms == -INFINITY) continue;
@@ -270,9 +313,25 @@ MERGE = KernelSpec("multi_query_merge", ("opart", "mpart", "lpart"), ("out",), M
 assert "0.0h" not in PARTIAL_SOURCE and "threadgroup half*" not in PARTIAL_SOURCE + HEADER
 
 
-def default_splits(n: int) -> int:
-    """The seed's key splits for a cache of ``n`` positions: clamp(ceil(n / 256), 1, 128)."""
-    return max(1, min(MAX_SPLITS, -(-n // SPLIT_KEYS)))
+def default_splits(n: int, kv_heads: int) -> int:
+    """Key splits for ``n`` positions and ``kv_heads`` KV heads: enough threadgroups, each >= 256 keys.
+
+    clamp(min(ceil(n / SPLIT_KEYS), ceil(TARGET_THREADGROUPS / kv_heads)), 1, MAX_SPLITS): the seed's
+    ceil(n / 256) up to the point where the grid reaches TARGET_THREADGROUPS (at 32/8/N32k: 64 splits of 512
+    keys instead of the seed's 128 of 256).
+    """
+    return max(1, min(MAX_SPLITS, -(-n // SPLIT_KEYS), -(-TARGET_THREADGROUPS // kv_heads)))
+
+
+def block_keys(d: int) -> int:
+    """Keys per staged block at head dim ``d``: 32, or 16 where two padded 32-key blocks (K and V, half)
+    would pass Metal's threadgroup memory (D > 248, i.e. D = 256)."""
+    return BK if 2 * BK * (d + ROW_PAD) * 2 <= THREADGROUP_BYTES else BK // 2
+
+
+def simdgroups(nq: int) -> int:
+    """SIMD groups per threadgroup: one per 8-row tile, at least MIN_SIMDGROUPS (staging throughput)."""
+    return max(MIN_SIMDGROUPS, -(-nq // 8))
 
 
 # --- validation -------------------------------------------------------------
@@ -310,7 +369,7 @@ def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
         raise ValueError(f"keys hold N={n} positions, fewer than q's L={L} rows (the rows are the last L positions)")
     scale = check_scale(scale)
     if splits is None:
-        return scale, default_splits(n)
+        return scale, default_splits(n, kvh)
     if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)):
         raise TypeError(f"splits must be None or an int, got {type(splits).__name__}")
     if not 1 <= splits <= MAX_SPLITS:
@@ -322,24 +381,27 @@ def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
 
 
 def partial_launch(qs: mx.array, keys: mx.array, values: mx.array, splits: int) -> Launch:
-    """The partial pass exactly as the seed issues it (``qs``: the pre-scaled, contiguous query)."""
+    """The partial pass (``qs``: the pre-scaled, contiguous query). N and the split count are not template
+    constants (the body reads them from the keys' shape and the grid): one compilation serves a growing cache."""
     _, h, L, d = qs.shape
-    kvh, n = keys.shape[1], keys.shape[2]
+    kvh = keys.shape[1]
     rep = h // kvh
     nq = rep * L
-    template = (("T", qs.dtype), ("L", L), ("D", d), ("N", n), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("BK", BK),
-                ("SPLITS", splits))
-    return Launch(PARTIAL, (qs, keys, values), template, grid=(THREADS * splits, kvh, 1),
-                  threadgroup=(THREADS, 1, 1),
+    threads = 32 * simdgroups(nq)
+    bk = block_keys(d)
+    template = (("T", qs.dtype), ("L", L), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("BK", bk),
+                ("KS", d + ROW_PAD), ("THREADS", threads))
+    return Launch(PARTIAL, (qs, keys, values), template, grid=(threads * splits, kvh, 1),
+                  threadgroup=(threads, 1, 1),
                   output_shapes=((splits, kvh, nq, d), (splits, kvh, nq), (splits, kvh, nq)),
                   output_dtypes=(mx.float32, mx.float32, mx.float32))
 
 
 def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dtype, heads: int,
                  rows: int) -> Launch:
-    splits, kvh, nq, d = opart.shape
+    _, kvh, nq, d = opart.shape
     rep = heads // kvh
-    template = (("T", dtype), ("L", rows), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("SPLITS", splits))
+    template = (("T", dtype), ("L", rows), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq))
     return Launch(MERGE, (opart, mpart, lpart), template, grid=(d, kvh * nq, 1), threadgroup=(min(256, d), 1, 1),
                   output_shapes=((1, heads, rows, d),), output_dtypes=(dtype,))
 
@@ -371,16 +433,17 @@ def _graph(qs: mx.array, keys: mx.array, values: mx.array, splits: int) -> mx.ar
     kvh, n = keys.shape[1], keys.shape[2]
     nq = (h // kvh) * L
     per = -(-n // splits)
-    blocks = -(-per // BK)
+    bk = block_keys(d)
+    blocks = -(-per // bk)
 
     # Key of (split, block, slot): s * per + b * BK + j, live when below the split's end min(N, (s+1) * per).
     split_start = mx.arange(splits).reshape(splits, 1, 1) * per
-    key = split_start + mx.arange(blocks).reshape(1, blocks, 1) * BK + mx.arange(BK).reshape(1, 1, BK)
-    live = key < mx.minimum(split_start + per, n)  # [splits, blocks, BK]
+    key = split_start + mx.arange(blocks).reshape(1, blocks, 1) * bk + mx.arange(bk).reshape(1, 1, bk)
+    live = key < mx.minimum(split_start + per, n)  # [splits, blocks, bk]
     # A dead slot stages zeros (never read from the cache).
     gathered = mx.where(live, key, 0).reshape(-1)
-    k = mx.where(live[..., None], _half(mx.take(keys[0], gathered, axis=1)).reshape(kvh, splits, blocks, BK, d), 0.0)
-    v = mx.where(live[..., None], _half(mx.take(values[0], gathered, axis=1)).reshape(kvh, splits, blocks, BK, d), 0.0)
+    k = mx.where(live[..., None], _half(mx.take(keys[0], gathered, axis=1)).reshape(kvh, splits, blocks, bk, d), 0.0)
+    v = mx.where(live[..., None], _half(mx.take(values[0], gathered, axis=1)).reshape(kvh, splits, blocks, bk, d), 0.0)
 
     # Query vector row = r * L + i of KV head hk is head hk * REP + r, query i.
     qf = _half(qs.astype(mx.float32)).reshape(kvh, 1, nq, d)  # [KVH, 1, NQ, D]
@@ -391,8 +454,8 @@ def _graph(qs: mx.array, keys: mx.array, values: mx.array, splits: int) -> mx.ar
     l = mx.zeros((kvh, splits, nq), dtype=mx.float32)
     o = mx.zeros((kvh, splits, nq, d), dtype=mx.float32)
     for b in range(blocks):
-        s = qf @ k[:, :, b].swapaxes(-1, -2)  # [KVH, splits, NQ, BK]
-        visible = live[None, :, b, None, :] & (key[None, :, b, None, :] <= limit[None])  # [1, splits, NQ, BK]
+        s = qf @ k[:, :, b].swapaxes(-1, -2)  # [KVH, splits, NQ, bk]
+        visible = live[None, :, b, None, :] & (key[None, :, b, None, :] <= limit[None])  # [1, splits, NQ, bk]
         s = mx.where(visible, s, -mx.inf)
         mnew = mx.maximum(m, s.max(axis=-1))
         corr = mx.where(mnew == -mx.inf, 1.0, mx.exp(m - mnew))

@@ -281,6 +281,13 @@ CATALOG: tuple[Mutant, ...] = (
          graph(MULTI, "weight = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "weight = mx.where(m == -mx.inf, 0.0, 1.0)")),
         ("properties/test_multi_query_props.py::test_fully_masked_splits_are_skipped[{arm}-3]",)),
     Mutant(
+        "multi_query_split_length_floored",
+        "keys per split rounded down (N / splits): the last N mod splits keys belong to no split",
+        "multi_query",
+        (body(MULTI, "const uint per = (n + splits - 1u) / splits;", "const uint per = n / splits;"),
+         graph(MULTI, "per = -(-n // splits)", "per = n // splits")),
+        (MULTI_GATE % "bfloat16-H12-KVH2-L5-N300-D80-splits37-contiguous",)),
+    Mutant(
         "multi_query_accumulator_not_rescaled",
         "the online softmax rescales the running sum l but not the accumulator O when the max grows",
         "multi_query",

@@ -77,5 +77,5 @@ def test_multi_query(arm, gate, dtype, geometry):
         gate.finding(f"MLX SDPA (mask='causal') vs the float64 oracle, {case.id}",
                      {"max_abs_error": float(np.max(np.abs(metrics.as_f64(mlx_out) - ref))),
                       "kernel_max_abs_error": record["measured"], "naive_baseline_error": record["baseline_error"],
-                      "splits": splits or default_splits(n), "device": str(mx.default_device())},
+                      "splits": splits or default_splits(n, kvh), "device": str(mx.default_device())},
                      kernel=KERNEL)

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from impl.multi_query import MAX_ROWS, MAX_VECTORS, default_splits, multi_query_causal
+from impl.multi_query import MAX_ROWS, MAX_VECTORS, TARGET_THREADGROUPS, default_splits, multi_query_causal
 from properties.strategies.decode import (build_multi_query_case, decode_error_floor, multi_query_cases,
                                           multi_query_oracles, working_dtype)
 
@@ -106,8 +106,12 @@ def test_query_vectors_per_kv_head_are_bounded(L, over):
         assert multi_query_causal(q, kv, kv, scale=1.0, arm="graph").shape == (1, 2 * rep, L, 8)
 
 
-def test_default_splits_follow_the_seed():
-    assert [default_splits(n) for n in (1, 256, 257, 512, 513, 32768, 32769, 10**6)] == [1, 1, 2, 2, 3, 128, 128, 128]
+def test_default_splits_follow_the_seed_up_to_the_target_grid():
+    """ceil(n / 256) (the seed's) until splits x KV heads reaches TARGET_THREADGROUPS, never past MAX_SPLITS."""
+    assert [default_splits(n, 1) for n in (1, 256, 257, 512, 513, 32768, 32769, 10**6)] == [1, 1, 2, 2, 3, 128, 128, 128]
+    assert [default_splits(n, 8) for n in (4096, 16384, 16385, 32768, 10**6)] == [16, 64, 64, 64, 64]
+    assert default_splits(32768, 8) * 8 == TARGET_THREADGROUPS
+    assert [default_splits(10**6, kvh) for kvh in (2, 3, 64, 600)] == [128, 128, 8, 1]
 
 
 # --- bad input ---------------------------------------------------------------------

@@ -6,24 +6,27 @@
 // barriers, metal:: math); this file adds what impl/kvq4_decode.py and
 // impl/multi_query.py need beyond it:
 //
-// * `DEVICE_MEM`: Metal's `device` address space for a pointer type the
-//   bodies must spell (a cast to a vector pointer); a kernel header defines it
-//   as `device` unless it is defined, and here it is defined empty: CUDA
-//   pointers are generic. (`device` itself cannot be a macro: CUDA's
-//   `__device__` expands to `__attribute__((device))` at every later use.)
-//   Other pointers are never spelled out: `auto` and template deduction carry
-//   the address space (a threadgroup pointer could not be spelled anyway:
-//   `threadgroup` is `__shared__` for the arrays it declares, and
-//   `__shared__ half* p = ...` is an error).
-// * `#pragma clang loop unroll(full)` (the seed's spelling, kept): nvcc and
-//   NVRTC ignore it with warning 20199-D ("unrecognized #pragma in device
-//   code"), suppressed below, and unroll by their own heuristics. Measured
-//   with nvcc 13.0 -Xptxas -v (sm_90): kvq4 decode is fully unrolled (no stack
-//   frame); multi-query's D/8-fragment loops are not, so its `qf` and `o`
-//   arrays live in local memory (a stack frame of 1.5 * D bytes, no spills).
-//   Forcing the unroll (`_Pragma("unroll")`) keeps them in registers but costs
-//   ~4 s of compilation per instantiation instead of ~0.3 s, and the seed
-//   specializes multi-query on the cache length N: one compilation per N.
+// * `DEVICE_MEM` / `THREADGROUP_MEM`: Metal's `device` / `threadgroup` address
+//   spaces for a pointer type a body must spell (a cast to a vector pointer); a
+//   kernel header defines them as `device` / `threadgroup` unless they are
+//   defined, and here they are defined empty: CUDA pointers are generic.
+//   (`device` itself cannot be a macro: CUDA's `__device__` expands to
+//   `__attribute__((device))` at every later use; `threadgroup` is the
+//   declaration specifier `__shared__`, which a cast cannot carry.) Other
+//   pointers are never spelled out: `auto` and template deduction carry the
+//   address space.
+// * Threadgroup arrays are 16-byte aligned, as Metal aligns threadgroup
+//   allocations (CUDA aligns a `__shared__` array to its element only): a body
+//   may store a half4 into a half array at a multiple of 4 elements, and the
+//   simdgroup loads below read 16-bit pairs as one 32-bit word.
+// * `UNROLL_FULL`: `_Pragma("unroll")`, the CUDA spelling of the seed's
+//   `#pragma clang loop unroll(full)` (a kernel header defines the Metal one).
+//   nvcc and NVRTC ignore the clang spelling (warning 20199-D, "unrecognized
+//   #pragma in device code", suppressed below, for the bodies that still write
+//   it) and unroll by their own heuristics: measured with nvcc 13.0 -Xptxas -v
+//   (sm_90), kvq4 decode is fully unrolled that way, multi-query's
+//   D/8-fragment loops were not (its fragment arrays lived in local memory:
+//   a stack frame of 1.25-1.5 * D bytes); multi-query writes UNROLL_FULL.
 // * `ulong2(x, y)`: CUDA's ulong2 is an aggregate (no two-argument functional
 //   cast in C++17), so the call spelling is a function-like macro over
 //   make_ulong2; the type name itself is untouched.
@@ -36,31 +39,56 @@
 //   `metal::simdgroup_matrix<T, 8, 8>` (`simdgroup_half8x8`,
 //   `simdgroup_float8x8`, `simdgroup_bfloat8x8`), `thread_elements()`,
 //   `make_filled_simdgroup_matrix`, `simdgroup_load` (with Metal's transpose
-//   flag) and `simdgroup_multiply_accumulate`.
+//   flag) and `simdgroup_multiply_accumulate`; and the fragment layout
+//   (`SG_FRAGMENT_LAYOUT`, below) the bodies address thread_elements() by.
 //
-// Simdgroup matrices on a warp. A Metal 8x8 matrix is spread over the 32 lanes
-// of a SIMD group, two elements per lane; the layout is Metal's own (the seed,
-// multi-query.ts, depends on it to address rows and columns from
-// thread_elements()):
+// Simdgroup matrices on a warp. An 8x8 matrix is spread over the 32 lanes of a
+// SIMD group, two elements per lane: lane l holds row fm = sg_fragment_row(l),
+// columns fn = sg_fragment_col(l) and fn + 1 (fn even), and the four lanes of
+// one row are l ^ SG_ROW_LANES_XOR1 / l ^ SG_ROW_LANES_XOR2 / both. Which lane
+// holds what is the implementation's choice: Metal does not document its
+// layout, so a body that reads thread_elements() asks for it through these
+// names (a kernel header defines them as Metal's layout; the CUDA prelude,
+// here, defines them first, as the layout its multiply uses):
 //
-//   lane l holds row    fm = ((l / 4) & 4) + ((l / 2) % 4)
-//            columns    fn = ((l / 4) & 2) * 2 + (l % 2) * 2   and fn + 1
+//   Metal:            fm = ((l / 4) & 4) + ((l / 2) % 4), fn = ((l / 4) & 2) * 2 + (l % 2) * 2; row lanes xor 1, 8
+//   CUDA (default):   fm = l / 4,                          fn = (l % 4) * 2;                      row lanes xor 1, 2
 //
-// i.e. with l's bits b4..b0: fm = b1 + 2*b2 + 4*b4, fn = 2*b0 + 4*b3. The same
-// layout is kept here, so the bodies' fm/fn arithmetic holds unchanged.
-// simdgroup_load reads each lane's two elements straight from memory.
-// simdgroup_multiply_accumulate(D, A, B, C) computes D = A*B + C with warp
-// shuffles: for k = 0, 2, 4, 6 a lane fetches A[fm][k], A[fm][k+1] from the lane
-// holding that pair of its row, and B[k][fn..fn+1], B[k+1][fn..fn+1] from the
-// lanes holding those pairs of its columns (two elements per shuffle for half
-// and bfloat, packed in 32 bits), then accumulates in float:
-// acc = fma(a, b, acc), starting from C, over k = 0..7 in order. The
-// products of half (or bfloat) inputs are exact in float; only the order of
-// the float additions may differ from Apple's matrix unit (not documented):
-// a rounding difference, which the attention gates bound, never an exact
-// contract. Every lane of the warp must reach these calls (warp-uniform
-// control flow, as for the simd_* functions of metal_compat.cuh); the bodies
-// call them under simdgroup-uniform conditions only.
+// The CUDA layout is the tensor cores' (PTX mma.m16n8k8: the A fragment's
+// and the accumulator's rows 0..7), so simdgroup_multiply_accumulate(D, A, B, C)
+// is one `mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32` (or `.bf16`) per
+// call when A and B are both half (or both bfloat): A's pair is the A
+// fragment's first register (rows 8..15 zero), C's pair the accumulator's
+// c0, c1 (c2 = c3 = 0, d2, d3 dropped), and B enters as the transpose of its
+// layout (the B fragment holds B[2t][g], B[2t + 1][g], lane l = 4g + t).
+// So a 16-bit matrix may hold its transpose ("transposed storage", a flag the
+// compiler folds): a transposed simdgroup_load of 16-bit elements keeps the
+// stored matrix's row pair (one 32-bit load, already the B fragment), a plain
+// one the matrix's own row pair (already an A fragment); the multiply
+// transposes whichever operand is the wrong way round with one
+// `movmatrix.sync.aligned.m8n8.trans.b16`, and thread_elements() of a matrix
+// in transposed storage transposes it back first. The tensor cores multiply
+// the 16-bit inputs exactly and accumulate in float32 (the order of the float
+// additions inside one 8x8x8 product is the hardware's, as on Apple's matrix
+// unit: a rounding difference the attention gates bound, never an exact
+// contract). Other operand types (float, mixed half x bfloat) take the
+// emulation: warp shuffles of each lane's row pair of A and column pairs of B
+// (two 16-bit elements per 32-bit shuffle), acc = fma(a, b, acc) from C over
+// k = 0..7 in order.
+//
+// MLXGATE_SIMDGROUP_EMULATE (define it before this file) selects the previous
+// implementation: Metal's lane layout and the shuffle emulation for every
+// type, no tensor cores, plain loads (no transposed storage). It stays
+// compiled by impl/kernels/test_cuda_compile_decode.py, as the fallback if a
+// GPU disagrees with the tensor-core path.
+//
+// Every lane of the warp must reach simdgroup_multiply_accumulate, and
+// thread_elements() of a matrix loaded transposed (warp-uniform control flow,
+// as for the simd_* functions of metal_compat.cuh); the bodies call them
+// under simdgroup-uniform conditions only. simdgroup_load of 16-bit elements
+// into a 16-bit matrix reads a lane's pair as one 32-bit word: the source
+// (src + origin) must be 4-byte aligned and elements_per_row even (a
+// threadgroup array at an even offset is).
 #ifndef MLXGATE_METAL_SIMDGROUP_CUH
 #define MLXGATE_METAL_SIMDGROUP_CUH
 
@@ -71,7 +99,12 @@
 #pragma nv_diag_suppress 20199
 
 #define DEVICE_MEM
+#define THREADGROUP_MEM
+#define UNROLL_FULL _Pragma("unroll")
 #define ulong2(x, y) make_ulong2((x), (y))
+
+#undef threadgroup
+#define threadgroup __shared__ __align__(16)
 
 struct alignas(8) half4 {
   half v[4];
@@ -96,14 +129,95 @@ struct alignas(4 * sizeof(T)) vec<T, 4> {
   }
 };
 
-// --- simdgroup matrices -----------------------------------------------------
+}  // namespace metal
+
+// --- the fragment layout ---------------------------------------------------------
+
+namespace metal_simdgroup {
+
+#ifdef MLXGATE_SIMDGROUP_EMULATE
+constexpr bool TENSOR_CORES = false;
+// Metal's layout: with l's bits b4..b0, fm = b1 + 2*b2 + 4*b4, fn = 2*b0 + 4*b3.
+METAL_FUNC uint row_of(uint l) { return ((l / 4u) & 4u) + ((l / 2u) % 4u); }
+METAL_FUNC uint col_of(uint l) { return ((l / 4u) & 2u) * 2u + (l % 2u) * 2u; }
+// The lane holding elements (r, c) and (r, c + 1), c even: the inverse of row_of / col_of.
+METAL_FUNC uint lane_of(uint r, uint c) {
+  return ((c >> 1) & 1u) | ((r & 1u) << 1) | (((r >> 1) & 1u) << 2) | ((c >> 2) << 3) | ((r >> 2) << 4);
+}
+#define SG_ROW_LANES_XOR1 1u
+#define SG_ROW_LANES_XOR2 8u
+#else
+constexpr bool TENSOR_CORES = true;
+// The mma fragment layout: lane l = 4 * g + t holds row g, columns 2t and 2t + 1.
+METAL_FUNC uint row_of(uint l) { return l >> 2; }
+METAL_FUNC uint col_of(uint l) { return (l & 3u) * 2u; }
+METAL_FUNC uint lane_of(uint r, uint c) { return r * 4u + (c >> 1); }
+#define SG_ROW_LANES_XOR1 1u
+#define SG_ROW_LANES_XOR2 2u
+#endif
+
+METAL_FUNC uint lane() { return ::metal_compat::index_in_threadgroup() % 32u; }
+
+}  // namespace metal_simdgroup
+
+#define SG_FRAGMENT_LAYOUT
+METAL_FUNC uint sg_fragment_row(uint lane) { return ::metal_simdgroup::row_of(lane); }
+METAL_FUNC uint sg_fragment_col(uint lane) { return ::metal_simdgroup::col_of(lane); }
+
+// --- simdgroup matrices ----------------------------------------------------------
+
+namespace metal_simdgroup {
+
+template <typename T>
+constexpr bool is16 = sizeof(T) == 2;
+template <typename A, typename B>
+constexpr bool same = false;
+template <typename A>
+constexpr bool same<A, A> = true;
+template <typename T>
+constexpr bool tensor_type = same<T, __half> || same<T, __nv_bfloat16>;
+
+template <typename T>
+METAL_FUNC uint32_t bits2(const T (&e)[2]) {  // a 16-bit pair as one word, e[0] in the low half
+  unsigned short lo, hi;
+  memcpy(&lo, &e[0], 2);
+  memcpy(&hi, &e[1], 2);
+  return uint32_t(lo) | (uint32_t(hi) << 16);
+}
+
+template <typename T>
+METAL_FUNC void unbits2(T (&e)[2], uint32_t w) {
+  const unsigned short lo = (unsigned short)(w & 0xffffu), hi = (unsigned short)(w >> 16);
+  memcpy(&e[0], &lo, 2);
+  memcpy(&e[1], &hi, 2);
+}
+
+// The 8x8 transpose of a 16-bit matrix held in the mma layout, one instruction (sm_75+).
+METAL_FUNC uint32_t transpose16(uint32_t w) {
+  uint32_t r;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(r) : "r"(w));
+  return r;
+}
+
+}  // namespace metal_simdgroup
+
+namespace metal {
 
 template <typename T, int Cols, int Rows>
 struct simdgroup_matrix {
   static_assert(Cols == 8 && Rows == 8, "the CUDA prelude implements 8x8 simdgroup matrices only");
-  T e[2];  // this lane's elements: (fm, fn) and (fm, fn + 1)
-  __device__ __forceinline__ T* thread_elements() { return e; }
-  __device__ __forceinline__ const T* thread_elements() const { return e; }
+  // This lane's elements (fm, fn), (fm, fn + 1); in transposed storage (16-bit T, tensor-core path only)
+  // those of the transpose. Mutable: thread_elements() resolves the storage on a const matrix too.
+  mutable T e[2];
+  mutable bool transposed = false;
+  __device__ __forceinline__ void settle() const {
+    if constexpr (::metal_simdgroup::is16<T>) {
+      if (transposed) ::metal_simdgroup::unbits2(e, ::metal_simdgroup::transpose16(::metal_simdgroup::bits2(e)));
+    }
+    transposed = false;
+  }
+  __device__ __forceinline__ T* thread_elements() { settle(); return e; }
+  __device__ __forceinline__ const T* thread_elements() const { settle(); return e; }
 };
 
 typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
@@ -113,14 +227,6 @@ typedef simdgroup_matrix<__nv_bfloat16, 8, 8> simdgroup_bfloat8x8;
 }  // namespace metal
 
 namespace metal_simdgroup {
-
-METAL_FUNC uint lane() { return ::metal_compat::index_in_threadgroup() % 32u; }
-METAL_FUNC uint row_of(uint l) { return ((l / 4u) & 4u) + ((l / 2u) % 4u); }
-METAL_FUNC uint col_of(uint l) { return ((l / 4u) & 2u) * 2u + (l % 2u) * 2u; }
-// The lane holding elements (r, c) and (r, c + 1), c even: the inverse of row_of / col_of.
-METAL_FUNC uint lane_of(uint r, uint c) {
-  return ((c >> 1) & 1u) | ((r & 1u) << 1) | (((r >> 1) & 1u) << 2) | ((c >> 2) << 3) | ((r >> 2) << 4);
-}
 
 // A lane's element pair as lane `src` holds it (every lane must call: full mask).
 template <typename T>
@@ -149,6 +255,45 @@ struct pair_shuffle<__nv_bfloat16> {
   }
 };
 
+// D = A * B + C by shuffles, in the layout above: for k = 0, 2, 4, 6 a lane fetches A[fm][k], A[fm][k+1]
+// from the lane holding that pair of its row and B[k][fn..fn+1], B[k+1][fn..fn+1] from the lanes holding
+// those pairs of its columns, then acc = fma(a, b, acc) from C, k = 0..7 in order.
+template <typename TA, typename TB>
+METAL_FUNC void emulated_mma(float& acc0, float& acc1, const TA (&a)[2], const TB (&b)[2]) {
+  const uint l = lane();
+  const uint r = row_of(l), col = col_of(l);
+#pragma unroll
+  for (uint k = 0; k < 8u; k += 2u) {
+    float a0, a1, b00, b01, b10, b11;  // A[r][k], A[r][k+1]; B[k][col], B[k][col+1]; B[k+1][...]
+    pair_shuffle<TA>::get(a, lane_of(r, k), a0, a1);
+    pair_shuffle<TB>::get(b, lane_of(k, col), b00, b01);
+    pair_shuffle<TB>::get(b, lane_of(k + 1u, col), b10, b11);
+    acc0 = ::fmaf(a0, b00, acc0);
+    acc0 = ::fmaf(a1, b10, acc0);
+    acc1 = ::fmaf(a0, b01, acc1);
+    acc1 = ::fmaf(a1, b11, acc1);
+  }
+}
+
+// D = A * B + C on the tensor cores: a, b the A and B fragments (16-bit pairs), c0, c1 this lane's
+// accumulator pair; rows 8..15 of A and C are zero, their results dropped.
+template <typename T>
+METAL_FUNC void tensor_mma(float& c0, float& c1, uint32_t a, uint32_t b) {
+  static_assert(tensor_type<T>, "tensor_mma multiplies half or bfloat inputs");
+  float d2, d3;
+  if constexpr (same<T, __half>) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%7, %8, %9, %10};"
+                 : "=f"(c0), "=f"(c1), "=f"(d2), "=f"(d3)
+                 : "r"(a), "r"(0u), "r"(b), "f"(c0), "f"(c1), "f"(0.0f), "f"(0.0f));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%7, %8, %9, %10};"
+                 : "=f"(c0), "=f"(c1), "=f"(d2), "=f"(d3)
+                 : "r"(a), "r"(0u), "r"(b), "f"(c0), "f"(c1), "f"(0.0f), "f"(0.0f));
+  }
+}
+
 }  // namespace metal_simdgroup
 
 namespace metal {
@@ -158,6 +303,7 @@ METAL_FUNC simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(T value)
   simdgroup_matrix<T, Cols, Rows> m;
   m.e[0] = value;
   m.e[1] = value;
+  m.transposed = false;
   return m;
 }
 
@@ -167,39 +313,49 @@ METAL_FUNC simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(T value)
 template <typename T, typename U>
 METAL_FUNC void simdgroup_load(simdgroup_matrix<T, 8, 8>& d, const U* src, ulong elements_per_row = 8,
                                ulong2 matrix_origin = ulong2(0, 0), bool transpose_matrix = false) {
-  const uint l = ::metal_simdgroup::lane();
-  const ulong r = ::metal_simdgroup::row_of(l), c = ::metal_simdgroup::col_of(l);
+  using namespace ::metal_simdgroup;
+  const uint l = lane();
+  const ulong r = row_of(l), c = col_of(l);
   const U* base = src + matrix_origin.y * elements_per_row + matrix_origin.x;
-  if (transpose_matrix) {  // d[r][c] = stored[c][r]
+  // The stored matrix's row pair (r, c), (r, c + 1) is d's own pair (plain), or that of d's transpose:
+  // transposed storage where the tensor-core path has it.
+  const bool stored_pair = !transpose_matrix || (TENSOR_CORES && is16<T>);
+  if (stored_pair) {
+    const U* p = base + r * elements_per_row + c;
+    if constexpr (is16<T> && same<T, U>) {
+      unbits2(d.e, *reinterpret_cast<const uint32_t*>(p));  // one 32-bit word (alignment: file comment)
+    } else {
+      d.e[0] = T(p[0]);
+      d.e[1] = T(p[1]);
+    }
+    d.transposed = transpose_matrix;
+  } else {  // d[r][c] = stored[c][r]
     d.e[0] = T(base[c * elements_per_row + r]);
     d.e[1] = T(base[(c + 1) * elements_per_row + r]);
-  } else {
-    d.e[0] = T(base[r * elements_per_row + c]);
-    d.e[1] = T(base[r * elements_per_row + c + 1]);
+    d.transposed = false;
   }
 }
 
-// D = A * B + C (D may be C): float accumulation, see the file comment.
+// D = A * B + C (D may be A, B or C): float accumulation, see the file comment.
 template <typename TD, typename TA, typename TB, typename TC>
 METAL_FUNC void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_matrix<TA, 8, 8>& a,
                                               const simdgroup_matrix<TB, 8, 8>& b,
                                               const simdgroup_matrix<TC, 8, 8>& c) {
-  const uint l = ::metal_simdgroup::lane();
-  const uint r = ::metal_simdgroup::row_of(l), col = ::metal_simdgroup::col_of(l);
-  float acc0 = float(c.e[0]), acc1 = float(c.e[1]);
-#pragma unroll
-  for (uint k = 0; k < 8u; k += 2u) {
-    float a0, a1, b00, b01, b10, b11;  // A[r][k], A[r][k+1]; B[k][col], B[k][col+1]; B[k+1][...]
-    ::metal_simdgroup::pair_shuffle<TA>::get(a.e, ::metal_simdgroup::lane_of(r, k), a0, a1);
-    ::metal_simdgroup::pair_shuffle<TB>::get(b.e, ::metal_simdgroup::lane_of(k, col), b00, b01);
-    ::metal_simdgroup::pair_shuffle<TB>::get(b.e, ::metal_simdgroup::lane_of(k + 1u, col), b10, b11);
-    acc0 = ::fmaf(a0, b00, acc0);
-    acc0 = ::fmaf(a1, b10, acc0);
-    acc1 = ::fmaf(a0, b01, acc1);
-    acc1 = ::fmaf(a1, b11, acc1);
+  using namespace ::metal_simdgroup;
+  float acc0 = float(c.thread_elements()[0]), acc1 = float(c.thread_elements()[1]);
+  if constexpr (TENSOR_CORES && same<TA, TB> && tensor_type<TA>) {
+    // A fragment: A's own pairs; B fragment: B's transpose's pairs.
+    const uint32_t wa = a.transposed ? transpose16(bits2(a.e)) : bits2(a.e);
+    const uint32_t wb = b.transposed ? bits2(b.e) : transpose16(bits2(b.e));
+    tensor_mma<TA>(acc0, acc1, wa, wb);
+  } else {
+    a.settle();
+    b.settle();
+    emulated_mma(acc0, acc1, a.e, b.e);
   }
   d.e[0] = TD(acc0);
   d.e[1] = TD(acc1);
+  d.transposed = false;
 }
 
 }  // namespace metal

@@ -26,6 +26,8 @@ Metal's definition directly, not only through the attention gates.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -57,48 +59,62 @@ def kvq4_launches() -> list[Launch]:
     return launches
 
 
-def multi_query_launches() -> list[Launch]:
+def multi_query_launches(dtypes=DTYPES, geometries=MULTI_QUERY_GEOMETRIES) -> list[Launch]:
     launches = []
-    for dtype in DTYPES:
-        for h, kvh, L, d, n, splits in MULTI_QUERY_GEOMETRIES:
+    for dtype in dtypes:
+        for h, kvh, L, d, n, splits in geometries:
             q, kv = mx.zeros((1, h, L, d), dtype), mx.zeros((1, kvh, n, d), dtype)
-            partial = mq.partial_launch(q, kv, kv, splits or mq.default_splits(n))
+            partial = mq.partial_launch(q, kv, kv, splits or mq.default_splits(n, kvh))
             opart, mpart, lpart = (mx.zeros(s, mx.float32) for s in partial.output_shapes)
             launches += [partial, mq.merge_launch(opart, mpart, lpart, dtype, h, L)]
     return launches
 
 
-# Each lane writes its thread_elements() at Metal's (fm, fn), (fm, fn + 1): D = A * B' + C with B' = B or
-# B^T (TRANSPOSE), and E = A * B' + make_filled(0.5). A and B are staged in threadgroup memory as half.
+# Each lane writes its thread_elements() at its fragment position (sg_fragment_row / sg_fragment_col: Metal's
+# layout on Metal, the prelude's on CUDA). With B' = B or B^T and A' = A or A^T (TRANSPOSE):
+#   D = A * B' + C, E = A * B' + make_filled(0.5), F = B' itself, G = A' * B' (16-bit operands, A and B staged
+#   in threadgroup memory as half: the tensor-core path, transposed storage on both operands when TRANSPOSE),
+#   H = A * B' from float matrices loaded straight from the inputs (the shuffle emulation on CUDA).
 SIMDGROUP_PROBE_SOURCE = """
   const uint lane = thread_index_in_simdgroup;
-  const uint fm = ((lane / 4u) & 4u) + ((lane / 2u) % 4u);
-  const uint fn = ((lane / 4u) & 2u) * 2u + (lane % 2u) * 2u;
+  const uint fm = sg_fragment_row(lane), fn = sg_fragment_col(lane);
   threadgroup half ta[64];
   threadgroup half tb[64];
   ta[lane] = half(a[lane]); ta[lane + 32u] = half(a[lane + 32u]);
   tb[lane] = half(b[lane]); tb[lane + 32u] = half(b[lane + 32u]);
   threadgroup_barrier(metal::mem_flags::mem_threadgroup);
-  metal::simdgroup_half8x8 ma, mb;
+  metal::simdgroup_half8x8 ma, mb, mat;
   metal::simdgroup_load(ma, ta, (ulong)8);
   metal::simdgroup_load(mb, tb, (ulong)8, ulong2(0, 0), TRANSPOSE);
-  metal::simdgroup_float8x8 mc, md;
+  metal::simdgroup_load(mat, ta, (ulong)8, ulong2(0, 0), TRANSPOSE);
+  metal::simdgroup_float8x8 mc, md, mg, mh;
   mc.thread_elements()[0] = c[fm * 8u + fn];
   mc.thread_elements()[1] = c[fm * 8u + fn + 1u];
   metal::simdgroup_multiply_accumulate(mc, ma, mb, mc);
   md = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.5f);
   metal::simdgroup_multiply_accumulate(md, ma, mb, md);
-  d[fm * 8u + fn] = mc.thread_elements()[0];
-  d[fm * 8u + fn + 1u] = mc.thread_elements()[1];
-  e[fm * 8u + fn] = md.thread_elements()[0];
-  e[fm * 8u + fn + 1u] = md.thread_elements()[1];
+  mg = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+  metal::simdgroup_multiply_accumulate(mg, mat, mb, mg);
+  metal::simdgroup_float8x8 fa, fb;
+  metal::simdgroup_load(fa, a, (ulong)8);
+  metal::simdgroup_load(fb, b, (ulong)8, ulong2(0, 0), TRANSPOSE);
+  mh = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+  metal::simdgroup_multiply_accumulate(mh, fa, fb, mh);
+  for (uint e = 0; e < 2u; ++e) {
+    d[fm * 8u + fn + e] = mc.thread_elements()[e];
+    ee[fm * 8u + fn + e] = md.thread_elements()[e];
+    ff[fm * 8u + fn + e] = float(mb.thread_elements()[e]);
+    g[fm * 8u + fn + e] = mg.thread_elements()[e];
+    h[fm * 8u + fn + e] = mh.thread_elements()[e];
+  }
 """
-SIMDGROUP_PROBE = KernelSpec("simdgroup_probe", ("a", "b", "c"), ("d", "e"), SIMDGROUP_PROBE_SOURCE)
+SIMDGROUP_PROBE = KernelSpec("simdgroup_probe", ("a", "b", "c"), ("d", "ee", "ff", "g", "h"), SIMDGROUP_PROBE_SOURCE,
+                             header=mq.HEADER)  # the fragment layout names for Metal (the CUDA prelude has its own)
 
 
 def probe_launch(a: mx.array, b: mx.array, c: mx.array, transpose: bool) -> Launch:
     return Launch(SIMDGROUP_PROBE, (a, b, c), (("TRANSPOSE", transpose),), grid=(32, 1, 1), threadgroup=(32, 1, 1),
-                  output_shapes=((64,), (64,)), output_dtypes=(mx.float32, mx.float32))
+                  output_shapes=((64,),) * 5, output_dtypes=(mx.float32,) * 5)
 
 
 @pytest.mark.arms("metal", "cuda")
@@ -107,19 +123,36 @@ def test_simdgroup_matrix_semantics(arm, gate, transpose):
     """Small integers: half holds them exactly and every product and sum is exact in float32."""
     rng = np.random.default_rng(int(transpose))
     a, b, c = (rng.integers(-8, 9, (8, 8)).astype(np.float32) for _ in range(3))
-    d, e = probe_launch(*(mx.array(x.reshape(-1)) for x in (a, b, c)), transpose).run(arm)
-    bt = b.T if transpose else b
-    gate.bit_exact(d.reshape(8, 8), mx.array(a @ bt + c), what="simdgroup D = A*B + C in Metal's lane layout",
-                   kernel="simdgroup_probe")
-    gate.bit_exact(e.reshape(8, 8), mx.array(a @ bt + np.float32(0.5)), what="make_filled_simdgroup_matrix(0.5) as C",
-                   kernel="simdgroup_probe")
+    d, e, f, g, h = probe_launch(*(mx.array(x.reshape(-1)) for x in (a, b, c)), transpose).run(arm)
+    at, bt = (a.T, b.T) if transpose else (a, b)
+    checks = ((d, a @ bt + c, "simdgroup D = A*B + C in the fragment layout"),
+              (e, a @ bt + np.float32(0.5), "make_filled_simdgroup_matrix(0.5) as C"),
+              (f, bt, "thread_elements() of a loaded matrix (transposed storage resolved on CUDA)"),
+              (g, at @ bt, "both operands loaded with the transpose flag"),
+              (h, a @ bt, "float operands (the shuffle emulation on CUDA)"))
+    for out, expected, what in checks:
+        gate.bit_exact(out.reshape(8, 8), mx.array(expected.astype(np.float32)), what=what, kernel="simdgroup_probe")
+
+
+def emulated(launch: Launch) -> Launch:
+    """``launch`` with MLXGATE_SIMDGROUP_EMULATE defined before the prelude (the fallback implementation)."""
+    return EmulatedLaunch(*(getattr(launch, f.name) for f in fields(Launch)))
+
+
+@dataclass(frozen=True)
+class EmulatedLaunch(Launch):
+    def cuda_source(self) -> str:
+        return "#define MLXGATE_SIMDGROUP_EMULATE\n" + super().cuda_source()
 
 
 @pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_decode_kernels_compile_as_cuda(tmp_path):
     probes = [probe_launch(*(mx.zeros((64,)) for _ in range(3)), t) for t in (False, True)]
-    failures = compile_batches(tmp_path, {"kvq4_decode": kvq4_launches(),
-                                          "multi_query": multi_query_launches() + probes})
+    # The fallback (MLXGATE_SIMDGROUP_EMULATE) on the probes and two bf16 geometries only: its unrolled shuffle
+    # products take ~2 s of nvcc per partial instance (the tensor-core instances ~0.25 s).
+    fallback = probes + multi_query_launches((mx.bfloat16,), MULTI_QUERY_GEOMETRIES[1:4:2])
+    failures = compile_batches(tmp_path, {"kvq4_decode": kvq4_launches(), "multi_query": multi_query_launches() + probes,
+                                          "multi_query_emulated": [emulated(x) for x in fallback]})
     assert not failures, "nvcc could not compile the CUDA arm:\n" + "\n".join(failures)
 
 
