@@ -11,21 +11,23 @@ Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
 * ``keys`` / ``values`` [1, KVH, N, D] in T, N >= L: the L query rows are the
   last L positions of the cache. They may be strided views (a slice of a
   larger cache, a transpose): the kernel reads ``k_strides`` / ``v_strides``,
-  with 4-wide vector loads when a row allows them (unit last stride, head and
-  row strides multiples of 4; the view must then start 4-element aligned, as
-  every slice along heads or tokens of a cache does) and strided loads
-  otherwise.
+  with 4-wide vector loads when both K and V rows allow them (unit last
+  stride, head and row strides multiples of 4; the view must then start
+  4-element aligned, as every slice along heads or tokens of a cache does)
+  and strided loads otherwise.
 * GQA: H = KVH * REP; query head h reads KV head ``h // REP``. The NQ = REP * L
-  query vectors of a KV head share one threadgroup (8 SIMD groups x 8-row
-  tiles), so NQ <= 64 (``MAX_VECTORS``); above it a ValueError names q.
+  query vectors of a KV head share one threadgroup (one SIMD group per 8-row
+  tile, at least 4: ``simdgroups``), so NQ <= 64 (``MAX_VECTORS``); above it a
+  ValueError names q.
 * Causal, bottom-right: row (r, i) (head kv * REP + r, query i) sees keys
   ``j <= N - L + i``.
 * ``scale``: finite real, folded into q in T (``q * scale``) as the seed does.
-* ``splits``: key splits (threadgroups per KV head), default the seed's
-  ``clamp(ceil(N / 256), 1, 128)``; an int in [1, 128] overrides it (split s
-  covers keys [s * per, min(N, (s + 1) * per)), per = ceil(N / splits); a
-  split may be empty, or hide all its keys from some rows: the merge skips
-  such -inf partials).
+* ``splits``: key splits (threadgroups per KV head), default
+  ``default_splits(N, KVH)`` = clamp(min(ceil(N / 256), ceil(512 / KVH)), 1, 128)
+  (the seed's ceil(N / 256) until the grid holds ``TARGET_THREADGROUPS``); an
+  int in [1, 128] overrides it (split s covers keys [s * per, min(N, (s + 1) *
+  per)), per = ceil(N / splits); a split may be empty, or hide all its keys
+  from some rows: the merge skips such -inf partials).
 * Precision (the seed's design, "not bit-identical to MLX's kernels; gate by
   KL"): the kernel rounds Q * scale, K and V to half and multiplies on the
   simdgroup matrix unit (half in, float accumulate); the probabilities P are
@@ -36,31 +38,69 @@ Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
   ValueError / TypeError naming the argument, before any launch.
 
 Algorithm (every arm): a threadgroup = one KV head x one key split. Its
-query tile rows are loaded once as half fragments; for each 32-key block of
-the split, K is staged in threadgroup memory as half, S = Q . K^T on 8x8
+query tile rows are loaded once as half fragments; for each block of BK keys
+of the split (``block_keys``: 32, or 16 at D = 256, where two padded 32-key
+blocks would pass Metal's 32 KiB of threadgroup memory), K and V are staged
+in threadgroup memory as half (rows D + 8 apart), S = Q . K^T on 8x8
 fragments, masked (past the split, past the row's causal limit), an online
 softmax per row (running max m, float32 sum l; P = half(exp(s - m))), the
-accumulator O rescaled, V staged and O += P . V. The partials (O, m, l) of
-the splits are merged per output element, skipping -inf partials, and cast
-to T.
+accumulator O rescaled and O += P . V. The partials (O, m, l) of the splits
+are merged per output element, skipping -inf partials, and cast to T.
 
-Arms: ``metal`` / ``cuda`` compile the seed's bodies below. Port edits that
-keep the Metal semantics, so that one source serves CUDA (where
-``threadgroup`` means ``__shared__`` and ``device`` cannot be a macro): the
-staging of 8 dims moved into a header template ``stage8`` (the destination's
-``threadgroup`` pointer type is deduced, never spelled; the one device
-pointer type it must spell, for the vector loads, says ``DEVICE_MEM``, which
-the header defines as ``device`` and the CUDA prelude as nothing), which also
-reads the last-axis stride (the seed assumed 1) and takes the vector loads
-only when the strides allow them; ``const device T* qp`` is ``const auto qp``;
-``0.0h`` is ``half(0.0f)`` (a half literal does not exist in CUDA). The CUDA
-prelude (``metal_simdgroup.cuh``) gives the simdgroup matrices Metal's lane
-layout. ``graph`` is the same algorithm in MLX
-ops: the same splits and 32-key blocks, one block of every split per step,
-the same half roundings (Q * scale, K, V, P) and -inf handling, float32
-accumulation; its only liberty is the order of float32 additions inside the
-8x8 products (a matmul: its operands are half values, exact in float32 and
-in the TF32 that MLX's CUDA backend uses for float32 matmuls).
+Arms: ``metal`` / ``cuda`` compile the seed's bodies below, with port edits
+that keep the Metal semantics, so that one source serves CUDA (where
+``threadgroup`` means ``__shared__`` and ``device`` cannot be a macro):
+
+* pointer types that must be spelled say ``DEVICE_MEM`` / ``THREADGROUP_MEM``
+  (the header defines them as ``device`` / ``threadgroup``, the CUDA prelude
+  as nothing); others are deduced (``const auto qp``, templates);
+* staging reads the last-axis stride (the seed assumed 1) and takes the vector
+  loads only when the strides allow them; a thread issues all its K and V
+  loads of a block (``load4_vector`` / ``load4_strided``, into half4
+  registers) before its stores, so they are in flight together, and a key
+  past the split loads row k1 - 1 (valid) and stages zeros;
+* ``0.0h`` is ``half(0.0f)`` (no half literal in CUDA); ``#pragma clang loop
+  unroll(full)`` is ``UNROLL_FULL`` (the CUDA spelling is ``_Pragma("unroll")``:
+  nvcc ignored the clang one and left ``qf`` / ``o`` in local memory);
+* the fragment layout is asked for, not assumed: ``sg_fragment_row`` /
+  ``sg_fragment_col`` and the row-lane masks ``SG_ROW_LANES_XOR1/2`` (Metal's
+  layout from the header, the tensor cores' from the CUDA prelude);
+* N is ``k_shape[2]`` and the split count ``threadgroups_per_grid.x`` (the
+  merge: ``mpart_shape[0]``), not template constants: one compilation per
+  (T, L, D, KVH, REP) serves a cache that grows every decode step (the seed
+  compiled once per N).
+
+The CUDA prelude (``impl/kernels/metal_simdgroup.cuh``, its comment has the
+details) runs ``simdgroup_multiply_accumulate`` of half operands as one
+tensor-core ``mma.sync.m16n8k8`` (rows 8..15 zero) in the mma fragment
+layout; a K fragment loaded transposed is already the B operand, a V fragment
+takes one ``movmatrix`` transpose. ``MLXGATE_SIMDGROUP_EMULATE`` (defined
+before the prelude) brings back the shuffle emulation in Metal's layout; the
+nvcc test compiles both. The header opens with the prelude's digest, so a
+prelude edit renames the kernel (MLX caches compiled kernels by name).
+
+``graph`` is the same algorithm in MLX ops: the same splits and BK-key
+blocks, one block of every split per step, the same half roundings (Q * scale,
+K, V, P) and -inf handling, float32 accumulation; its only liberty is the
+order of float32 additions inside the 8x8 products (a matmul: its operands
+are half values, exact in float32 and in the TF32 that MLX's CUDA backend uses
+for float32 matmuls).
+
+Measured locally (nvcc 13.0, sm_90, ``-Xptxas -v``; registers per thread /
+stack frame, partial pass, 32/8/L8/D128, 16/8/L8/D256, 8/8/L1/D64):
+
+* before (seed body, shuffle emulation, clang unroll pragma ignored): bf16
+  63 / 160 B, 48 / 384 B, 54 / 96 B (qf and o in local memory); nvcc compile
+  test's 15 partial instances 6.5 s in one batch (~2.7 s of it fixed cost).
+* after (tensor cores, unrolled): bf16 144 / 0, 219 / 0, 91 / 0; f32 174 / 0,
+  248 / 0, 90 / 0; no spills; the same 15 instances 6.2 s (~0.25 s each).
+  At 128 threads per threadgroup that is 3 threadgroups per SM at D128 bf16,
+  2 at D256.
+* fallback (``MLXGATE_SIMDGROUP_EMULATE``, now unrolled): bf16 130, 248, 72
+  registers, no stack; ~2 s of nvcc per instance (32.6 s for the 15).
+
+No GPU numbers yet: ``/tmp/device_requests/multi_query.sh`` (correctness of
+both CUDA paths, timings against ``sdpa_rows[mlx]``, a splits sweep).
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
@@ -68,18 +108,21 @@ float16 for float32 inputs, the kernel's working precision, as baseline; KL
 through a fixed LM head against the oracle); ``properties/test_multi_query_props.py``
 (Hypothesis: L 1..8, NQ up to 64, D 64/128/256, N across split and block
 edges, forced splits with fully masked partials, strided and transposed K/V,
-causality, bad input).
+causality, bad input); ``impl/kernels/test_cuda_compile_decode.py`` (nvcc
+compiles every instance, both prelude paths; the simdgroup probe holds the
+prelude's products, loads and thread_elements() bit-exact on a GPU).
 """
 
 from __future__ import annotations
 
+import hashlib
 
 import mlx.core as mx
 import numpy as np
 
 from impl.arms import resolve_arm
 from impl.checks import check_scale
-from impl.kernels import KernelSpec, Launch
+from impl.kernels import CUDA_PRELUDE, KernelSpec, Launch
 
 __all__ = [
     "BK",
@@ -111,7 +154,10 @@ ROW_PAD = 8  # halves of padding per staged row (16 bytes): a fragment's 8 rows 
 THREADGROUP_BYTES = 32768  # Metal's threadgroup memory per threadgroup (CUDA allows 48 KiB static)
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 
-HEADER = """
+# The prelude's digest opens the header, so that the kernel name (which digests the header and the body, not the
+# prelude: impl/kernels/compile.py) changes with the prelude: MLX caches compiled CUDA kernels by name, on disk too,
+# and an edited prelude (MLXGATE_SIMDGROUP_EMULATE defined, say) must never run a stale build.
+HEADER = f"// CUDA prelude {hashlib.sha1(CUDA_PRELUDE.encode()).hexdigest()[:12]}" + """
 #ifndef DEVICE_MEM
 #define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
 #endif
