@@ -20,8 +20,15 @@ dims 64 / 80 / 128 / 256, L 1..8, NQ up to 64, default and forced splits;
 and ``SIMDGROUP_PROBE``, a kernel that exercises the simdgroup-matrix prelude
 alone: ``test_simdgroup_matrix_semantics`` runs it on the compiled arms
 (metal, cuda) and holds it bit-exact to NumPy, which checks the CUDA prelude's
-lane layout, loads (plain and transposed) and multiply-accumulate against
-Metal's definition directly, not only through the attention gates.
+fragment layout (``sg_fragment_row`` / ``sg_fragment_col``), loads (plain and
+transposed: transposed storage, read back through thread_elements()) and
+multiply-accumulate (tensor cores for half operands, either operand loaded
+transposed; the shuffle emulation for float operands) against Metal's
+definition directly, not only through the attention gates.
+
+The prelude's fallback, ``MLXGATE_SIMDGROUP_EMULATE`` (Metal's layout, shuffle
+emulation for every product), compiles too: the probes and two bf16
+multi-query geometries, with the macro defined before the prelude.
 """
 
 from __future__ import annotations
