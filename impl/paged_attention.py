@@ -30,8 +30,9 @@ about ``TARGET_THREADGROUPS`` threadgroups; short sequences get 64, the seed's s
 Partial pass: one threadgroup per (partition, KV head, chunk of up to ``MAX_ROWS`` of the
 G * n query rows that read that head), so K/V are read once per KV head, not per query head
 (GQA sharing, as kvq4 does). Its 4 SIMD groups take 8-token batches in turn; lane l owns dims
-(j * 32 + l) * V + e of a row (V = 4 plain: one 4-vector load; V = 32 / bits quantized: one
-packed word), so a warp reads each K and V row as one coalesced run, and a batch issues its 8
+(j * 32 + l) * V + e of a row (V = 4 plain: one 4-vector load; quantized: V = 32 / bits, one
+packed word, or less when a row has fewer than 32 words, so every lane works: ``_lanes``), so a
+warp reads each K and V row as one coalesced run, and a batch issues its 8
 K and 8 V rows together with the next batch's block-table entries read ahead. Scores are
 float32 dot products (each lane's fma chain, then a transpose-reduction: 9 shuffles give 8
 tokens' sums, lane l holding token l / 4's), q carrying ``scale`` (applied in float32 as q is
@@ -307,10 +308,11 @@ PLAIN_LOAD = """if ({lanes} == 4) {{
           }} else {{
             for (uint e = 0; e < {lanes}; ++e) {dest}[e] = float({plane}[at + e]);
           }}"""
-# Affine KV4/KV8: a lane's lanes = PACK dims are one packed word and one scale group; each
-# element is dequantized on load and rounded to the pool dtype: float(InT(scale * code + bias)).
+# Affine KV4/KV8: a lane's `lanes` dims (a power of two dividing PACK) lie in one packed word and one
+# scale group; each element is dequantized on load and rounded to the pool dtype:
+# float(InT(scale * code + bias)).
 AFFINE_LOAD = """{{
-            const uint word = {plane}[at / PACK];
+            const uint word = {plane}[at / PACK] >> ((at % PACK) * BITS);  // this lane's part of the word
             const float s = float({scales}[at / GROUP]), b = float({biases}[at / GROUP]);
             for (uint e = 0; e < {lanes}; ++e)
               {dest}[e] = float(InT(fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b)));
@@ -433,6 +435,9 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
         if bits not in QUANTIZED_BITS:
             raise ValueError(f"storage.quantization.bits must be one of {QUANTIZED_BITS}, got {bits!r}")
         check_int("storage.quantization.group_size", group, minimum=1)
+        if group % (32 // bits):  # a packed word's dims must share one scale group
+            raise ValueError(f"storage.quantization.group_size={group} must be a multiple of the "
+                             f"{32 // bits} values a {bits}-bit word packs")
         for name, dim in (("head_dim", head_dim), ("v_head_dim", v_head_dim)):
             if dim % group:
                 raise ValueError(f"storage.quantization.group_size={group} does not divide storage.{name}={dim}")
@@ -521,9 +526,13 @@ def _span_of(hq: int, n: int, hk: int, dv: int, length: int, partition: int | No
 
 
 def _lanes(dim: int, bits: int | None) -> int:
-    """Dims per lane per step: one packed word when quantized (``bits``), else a 4-vector when dim allows it."""
+    """Dims per lane per step: a 4-vector when dim allows it (plain), else one element; quantized
+    (``bits``), one packed word, or a power-of-two part of one when a row has fewer words than a
+    SIMD group has lanes (a D128 KV4 row is 16 words: whole words would leave half the lanes idle,
+    and dequantizing on load is the arithmetic that bounds those pools)."""
     if bits is not None:
-        return 32 // bits
+        share = max(1, min(32 // bits, dim // SIMD))
+        return 1 << (share.bit_length() - 1)
     return 4 if dim % 4 == 0 else 1
 
 

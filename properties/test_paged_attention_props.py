@@ -165,6 +165,10 @@ def test_quantized_storage_is_validated():
     with pytest.raises(ValueError, match="bits must be one of"):
         paged_attention(case.q_mx, storage_with(case, quantization=sts.PagedQuantization(3, 64)), case.table,
                         case.length, scale=case.scale, arm="graph")
+    # a 4-bit word packs 8 values: a group of 4 would put two scales in one lane's word
+    with pytest.raises(ValueError, match="group_size=4 must be a multiple of the 8 values"):
+        paged_attention(case.q_mx, storage_with(case, quantization=sts.PagedQuantization(4, 4)), case.table,
+                        case.length, scale=case.scale, arm="graph")
     with pytest.raises(TypeError, match="storage.key_scales"):
         paged_attention(case.q_mx, storage_with(case, key_scales=None), case.table, case.length,
                         scale=case.scale, arm="graph")
