@@ -17,13 +17,14 @@ and make a new one when a block is added or freed.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
 
-__all__ = ["BlockTable", "padded_length"]
+__all__ = ["BlockTable", "freeze", "padded_length"]
 
 _INTEGER_DTYPES = (mx.int8, mx.int16, mx.int32, mx.int64, mx.uint8, mx.uint16, mx.uint32)
 
@@ -67,6 +68,31 @@ class BlockTable:
         if self.smallest < 0 or self.largest >= num_blocks:
             bad = self.smallest if self.smallest < 0 else self.largest
             raise ValueError(f"{name} entry {bad} is outside the pool's {num_blocks} blocks")
+
+
+def freeze(entries, *, name: str = "block_table") -> BlockTable:
+    """``entries`` as a ``BlockTable``: a BlockTable as is; a 1-D integer list or NumPy array converted
+    once per distinct content (the conversion and its device copies are reused while the same entries
+    come back: a caller that passes one list per layer pays one conversion and transfer per step);
+    anything else converted (or refused) by ``BlockTable.of``."""
+    if isinstance(entries, BlockTable):
+        return entries
+    host = None if isinstance(entries, mx.array) else np.asarray(entries)
+    if host is None or host.ndim != 1 or not np.issubdtype(host.dtype, np.integer):
+        return BlockTable.of(entries, name=name)
+    key = (host.dtype.str, host.tobytes())  # the dtype too: int64 2**32 + b has b's int32 bytes
+    table = _FROZEN.get(key)
+    if table is None:
+        table = _FROZEN[key] = BlockTable.of(host, name=name)
+        if len(_FROZEN) > _FROZEN_SIZE:
+            _FROZEN.popitem(last=False)
+    else:
+        _FROZEN.move_to_end(key)
+    return table
+
+
+_FROZEN: OrderedDict = OrderedDict()  # recent conversions, least recently used first
+_FROZEN_SIZE = 16  # a few sequences' tables per decode step
 
 
 def _host_ints(entries, name: str) -> np.ndarray:

@@ -48,7 +48,7 @@ Arms: ``metal`` / ``cuda`` compile the bodies below (one source for both dialect
 affine variant differs only in its two load blocks, as in the seed). Partial + merge run as
 one ``mx.compile``d pair per launch shape (``_plan`` remembers it with the device [scale,
 length, partition] geometry per call shape), and the block table's device copies come with the
-``BlockTable`` (raw tables are converted once per distinct content, ``_TABLES``): host-side work
+``BlockTable`` (raw tables are converted once per distinct content, ``impl.block_table.freeze``): host-side work
 cost more than the kernels at N = 32k on the H200 (55 us of Python per call there before; a
 call with a BlockTable now costs ~3 us of Python here plus the compiled call). The table is
 padded to a power of two and the partition buffers rounded up likewise, so a growing sequence
@@ -92,7 +92,7 @@ import mlx.core as mx
 import numpy as np
 
 from impl.arms import resolve_arm
-from impl.block_table import BlockTable, padded_length
+from impl.block_table import BlockTable, freeze, padded_length
 from impl.checks import check_int, check_scale
 from impl.kernels import KernelSpec, Launch
 
@@ -373,18 +373,6 @@ MERGE = KernelSpec("paged_attention_merge", ("parts", "normal", "geometry"), ("o
 # --- validation -------------------------------------------------------------
 
 
-def _block_table(block_table) -> BlockTable:
-    """``block_table`` as a checked, frozen ``BlockTable``: a BlockTable as is; anything else is checked
-    and converted, and the conversion (with its device copies) is reused while the same entries come
-    back (``_TABLES``), so a caller that passes one list per layer pays one transfer per step."""
-    if isinstance(block_table, BlockTable):
-        return block_table
-    host = np.asarray(block_table) if not isinstance(block_table, mx.array) else None
-    if host is None or not np.issubdtype(host.dtype, np.integer) or host.ndim != 1:
-        return BlockTable.of(block_table)  # not the cacheable case: converted (or refused) as given
-    return _cached(_TABLES, (host.dtype.str, host.tobytes()), lambda: BlockTable.of(host))
-
-
 def _check_plane(name: str, array, shape: tuple[int, ...], dtype: mx.Dtype) -> mx.array:
     if not isinstance(array, mx.array):
         raise TypeError(f"storage.{name} must be an mx.array, got {type(array).__name__}")
@@ -449,7 +437,7 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
             for name, dim in (("key_scales", head_dim), ("key_biases", head_dim),
                               ("value_scales", v_head_dim), ("value_biases", v_head_dim)))
     length = check_int("length", length, minimum=1)
-    table = _block_table(block_table)
+    table = freeze(block_table)
     table.check_pool(num_blocks)
     if length < n:
         raise ValueError(f"length={length} is shorter than the n={n} query rows it must contain")
@@ -464,11 +452,10 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
     return table, float(scale), planes
 
 
-# Checked tables (``_block_table``) and device geometries of recent calls. A fresh mx.array from host
+# Device geometries of recent calls (tables: ``impl.block_table.freeze``). A fresh mx.array from host
 # data costs the GPU a transfer at eval: measured on the H200, 0.1-0.2 ms per call at N = 32k-128k,
-# as much as the kernels. One decode step calls the kernel once per layer with the same table and
-# length, so a small cache turns that into one transfer per step. MLX arrays are immutable, so
-# sharing is safe.
+# as much as the kernels. One decode step calls the kernel once per layer with the same length, so a
+# small cache turns that into one transfer per step. MLX arrays are immutable, so sharing is safe.
 _CACHE_SIZE = 16
 
 
@@ -483,7 +470,6 @@ def _cached(cache: OrderedDict, key, make):
     return value
 
 
-_TABLES: OrderedDict = OrderedDict()
 _GEOMETRIES: OrderedDict = OrderedDict()
 
 

@@ -420,9 +420,9 @@ CATALOG: tuple[Mutant, ...] = (
     Mutant(
         "block_table_cache_keyed_on_wrapped_entries",
         "the table conversion cache keys on int32 bytes: an int64 entry 2**32 + b is served b's checked table",
-        "paged_attention",
-        (code(PAGED, "_cached(_TABLES, (host.dtype.str, host.tobytes()),",
-              "_cached(_TABLES, (host.astype(np.int32).tobytes()),"),),
+        "block_table",
+        (code(BLOCK_TABLE, "key = (host.dtype.str, host.tobytes())",
+              "key = host.astype(np.int32).tobytes()"),),
         ("properties/test_block_table.py::test_a_wrapping_entry_is_not_served_from_the_cache",)),
     Mutant(
         "dense_growth_rounds_down",
