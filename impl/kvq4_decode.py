@@ -62,6 +62,13 @@ baseline; KL through a fixed LM head against ``mx.dequantize`` +
 (Hypothesis: GQA 2..8, N across block and sub-chunk edges, blocks 64..512,
 strided and transposed planes, bad input).
 
+The compiled arms run scale, partial and merge as one ``mx.compile``d call per (arm, scale,
+block) (``_compiled_pair``): built call by call, the two custom-kernel primitives cost more host
+time than the kernels at N = 32k on the H200. Block sizes on the H200 (third pass of issue 10,
+``perf/runs/2026-11-29-h200-session3/call2a/explore2.txt``, ms per call): 256 beats the seed's 512
+at 32/8/N32k (0.264 / 0.280) and 8/1/N32k (0.099 / 0.104) and loses at 16/8/N128k (0.569 /
+0.532), so the seed's 512 stays.
+
 Tried and reverted (issue 10, NVIDIA H200, 2026-11-29): a rewrite that
 batched 8 tokens per SIMD group (the 8 tokens' loads in flight together, a
 transposed lane reduction: 9 shuffles for 8 scores, one online-softmax update

@@ -66,7 +66,8 @@ Every multiply-add in the bodies is an explicit ``fma``: NVRTC contracts a separ
 and add at its discretion (``-fmad=true``), and on the H200 it evidently did so differently in
 two template instances, which broke the bit-exact "row i of an n-row call equals a one-row
 call" property in float32 (``reports/runs/2026-11-29-h200-issue10/``). With nothing left to
-contract, every instance rounds the same way (not yet re-run on the H200).
+contract, every instance rounds the same way (the property passed on the H200 afterwards:
+``perf/runs/2026-11-29-h200-session3/call2b/``).
 
 The seed's body (one SIMD group per query head, row and 64-token partition) ran at 0.20 /
 0.76 TB/s on the H200 where this one runs at the figures of ``perf/RESULTS.md``.
@@ -116,7 +117,10 @@ __all__ = [
 DIRECT_MAX_QUERIES = 8
 SIMD = 32
 SIMDGROUPS = 4  # SIMD groups per partial threadgroup: four 8-token batches in flight per round
-BATCH_TOKENS = 8  # tokens a SIMD group takes per step (8 or 16: a power of two dividing 32)
+# Tokens a SIMD group takes per step (a power of two dividing 32). 16 doubles the bytes each memory
+# wait brings but needs 211-255 registers (nvcc -Xptxas -v) against 128-168, and quantized pools
+# then use a stack frame: on the H200 it lost at every shape (perf/runs/2026-11-29-h200-session3/).
+BATCH_TOKENS = 8
 MAX_ROWS = 4  # query rows (GQA heads x query rows) one threadgroup serves: registers grow with it
 PARTITION_QUANTUM = 64  # partitions are whole multiples of this many tokens
 # Partitions are sized so that a launch has about this many threadgroups. An NVIDIA H200 has 132 SMs
