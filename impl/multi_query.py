@@ -76,8 +76,8 @@ tensor-core ``mma.sync.m16n8k8`` (rows 8..15 zero) in the mma fragment
 layout; a K fragment loaded transposed is already the B operand, a V fragment
 takes one ``movmatrix`` transpose. ``MLXGATE_SIMDGROUP_EMULATE`` (defined
 before the prelude) brings back the shuffle emulation in Metal's layout; the
-nvcc test compiles both. The header opens with the prelude's digest, so a
-prelude edit renames the kernel (MLX caches compiled kernels by name).
+nvcc test compiles both. A prelude edit renames the kernel (the preludes
+are part of every kernel's name: ``impl.kernels.compile.kernel_name``).
 
 ``graph`` is the same algorithm in MLX ops: the same splits and BK-key
 blocks, one block of every split per step, the same half roundings (Q * scale,
@@ -115,14 +115,12 @@ prelude's products, loads and thread_elements() bit-exact on a GPU).
 
 from __future__ import annotations
 
-import hashlib
-
 import mlx.core as mx
 import numpy as np
 
 from impl.arms import resolve_arm
 from impl.checks import check_scale
-from impl.kernels import CUDA_PRELUDE, KernelSpec, Launch
+from impl.kernels import KernelSpec, Launch
 
 __all__ = [
     "BK",
@@ -154,10 +152,7 @@ ROW_PAD = 8  # halves of padding per staged row (16 bytes): a fragment's 8 rows 
 THREADGROUP_BYTES = 32768  # Metal's threadgroup memory per threadgroup (CUDA allows 48 KiB static)
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 
-# The prelude's digest opens the header, so that the kernel name (which digests the header and the body, not the
-# prelude: impl/kernels/compile.py) changes with the prelude: MLX caches compiled CUDA kernels by name, on disk too,
-# and an edited prelude (MLXGATE_SIMDGROUP_EMULATE defined, say) must never run a stale build.
-HEADER = f"// CUDA prelude {hashlib.sha1(CUDA_PRELUDE.encode()).hexdigest()[:12]}" + """
+HEADER = """
 #ifndef DEVICE_MEM
 #define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
 #endif

@@ -425,6 +425,15 @@ CATALOG: tuple[Mutant, ...] = (
               "key = host.astype(np.int32).tobytes()"),),
         ("properties/test_block_table.py::test_a_wrapping_entry_is_not_served_from_the_cache",)),
     Mutant(
+        "kernel_name_ignores_preludes",
+        "kernel names digest the header and body but not the preludes: MLX's by-name cache serves a build of an "
+        "edited prelude's predecessor",
+        "kernels.compile",
+        (code("impl/kernels/compile.py",
+              "return f\"{spec.name}_{_digest(preludes, spec.header, spec.source, *map(str, input_dtypes))}\"",
+              "return f\"{spec.name}_{_digest(spec.header, spec.source, *map(str, input_dtypes))}\""),),
+        ("impl/kernels/test_cuda_compile.py::test_kernel_names_change_with_a_prelude[CUDA_PRELUDE]",)),
+    Mutant(
         "dense_growth_rounds_down",
         "the dense cache grows by floor(L / 256) steps instead of ceil: an append shorter than a step gets no room",
         "kv.dense",

@@ -15,9 +15,9 @@ compiles the spec for the arm and calls it:
 Kernel names: MLX's CUDA backend caches compiled modules by kernel name alone
 (in memory and as PTX under ``$TMPDIR/mlx/<version>/ptx``), and names carry
 only the template arguments, not the input dtypes or the source. So the name
-given to MLX is ``<spec.name>_<digest>``, the digest covering the header, the
-body and the input dtypes: a bf16 call and an f16 call of one spec, or an
-edited body, can never pick up each other's compiled kernel.
+given to MLX is ``<spec.name>_<digest>``, the digest covering the preludes, the
+header, the body and the input dtypes: a bf16 call and an f16 call of one spec, or
+an edited body or prelude, can never pick up each other's compiled kernel.
 """
 
 from __future__ import annotations
@@ -91,8 +91,18 @@ def _digest(*parts: str) -> str:
 
 
 def kernel_name(spec: KernelSpec, input_dtypes: tuple[mx.Dtype, ...]) -> str:
-    """The name handed to MLX: unique per header, body and input dtypes (module docstring)."""
-    return f"{spec.name}_{_digest(spec.header, spec.source, *map(str, input_dtypes))}"
+    """The name handed to MLX: unique per prelude, header, body and input dtypes (module docstring).
+
+    The preludes are part of the name because MLX caches compiled kernels by name (the CUDA
+    backend on disk too): an edited prelude must never be served a build of the old one.
+    """
+    preludes = _preludes_digest(METAL_PRELUDE, CUDA_PRELUDE)
+    return f"{spec.name}_{_digest(preludes, spec.header, spec.source, *map(str, input_dtypes))}"
+
+
+@lru_cache(maxsize=4)
+def _preludes_digest(metal: str, cuda: str) -> str:
+    return _digest(metal, cuda)  # ~20 KB of text: hashed once per prelude version, not per call
 
 
 @lru_cache(maxsize=None)

@@ -119,3 +119,15 @@ def test_translation_unit_matches_mlx_layout():
     # MLX skips shape/strides parameters of 0-d inputs even when the source names them
     unit = cuda_translation_unit("k", "", "y[0] = x_shape[0];", [("x", mx.float32, 0)], [("y", mx.float32)], [])
     assert "x_shape" not in unit.split(") {", 1)[0]
+
+
+@pytest.mark.parametrize("prelude", ["CUDA_PRELUDE", "METAL_PRELUDE"])
+def test_kernel_names_change_with_a_prelude(monkeypatch, prelude):
+    """MLX caches compiled kernels by name (the CUDA backend on disk too): an edited prelude must rename
+    every kernel, or a machine that ran the old prelude would keep serving its builds."""
+    from impl.kernels import compile as compile_module
+
+    launch = argmax.row_launch(mx.zeros((2, 64), mx.bfloat16), mx.zeros((2, 1), mx.bfloat16))
+    before = launch.name
+    monkeypatch.setattr(compile_module, prelude, getattr(compile_module, prelude) + "\n// edited\n")
+    assert launch.name != before and launch.name.startswith(f"{argmax.ROW.name}_")
