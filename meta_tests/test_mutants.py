@@ -73,8 +73,22 @@ def kernel_sources(path: str) -> list[str]:
     return [text for spec in specs for text in (spec.source, spec.header)]
 
 
-@pytest.mark.parametrize("mutant", [m for m in CATALOG + GAPS if set(m.files) & set(KERNEL_MODULES)],
+def host_only(mutant: Mutant) -> bool:
+    """A mutant of a kernel module's host code (call caching, launch plumbing), not of the kernel."""
+    return all(sub.part == "code" for sub in mutant.substitutions)
+
+
+@pytest.mark.parametrize("mutant", [m for m in CATALOG + GAPS if set(m.files) & set(KERNEL_MODULES) and host_only(m)],
                          ids=lambda m: m.name)
+def test_host_mutants_of_kernel_modules_stay_out_of_the_bodies(mutant):
+    """A kernel module's host-code mutant needs no graph mirror, but then it must not touch a body."""
+    for sub in mutant.substitutions:
+        assert not any(sub.old in text for text in kernel_sources(sub.path)), (
+            f"{mutant.name}: {sub.old!r} is in a kernel body: label it body and give it a graph mirror")
+
+
+@pytest.mark.parametrize("mutant", [m for m in CATALOG + GAPS if set(m.files) & set(KERNEL_MODULES)
+                                    and not host_only(m)], ids=lambda m: m.name)
 def test_kernel_mutants_change_the_body_and_its_graph_mirror(mutant):
     """One idea, every implementation: a body substitution (metal and cuda compile it) and a graph one."""
     parts = {s.part for s in mutant.substitutions}

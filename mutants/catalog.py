@@ -434,6 +434,14 @@ CATALOG: tuple[Mutant, ...] = (
               "return f\"{spec.name}_{_digest(spec.header, spec.source, *map(str, input_dtypes))}\""),),
         ("impl/kernels/test_cuda_compile.py::test_kernel_names_change_with_a_prelude[CUDA_PRELUDE]",)),
     Mutant(
+        "kvq4_one_trace_for_every_length",
+        "the compiled kvq4 call is one function for every cache length: MLX keeps a trace per length for the "
+        "life of the process",
+        "kvq4_decode.host",
+        (code(KVQ4, "return _compiled_pair(arm, scale, block, tuple((a.shape, a.dtype) for a in inputs))(*inputs)",
+              "return _compiled_pair(arm, scale, block, ())(*inputs)"),),
+        ("parity/test_kvq4_decode.py::test_compiled_calls_keep_a_bounded_trace_per_length",)),
+    Mutant(
         "dense_growth_rounds_down",
         "the dense cache grows by floor(L / 256) steps instead of ceil: an append shorter than a step gets no room",
         "kv.dense",

@@ -110,3 +110,31 @@ def test_float32_matmul_precision(gate):
         "consequence": "graph arms keep float32 matmuls to operands exact in TF32 (half values) or use "
                        "elementwise products and sums"}, kernel="mx.matmul")
     assert relative <= 2.0**-10, relative
+
+
+def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch):
+    """The compiled arms' trace cache: one function per input signature (N grows every decode step),
+    the most recent few kept. One function traced for every N would keep each trace for the life of
+    the process (impl.kvq4_decode's docstring: ~5 KB per length). Built, never run: no GPU needed."""
+    import impl.kvq4_decode as kvq4
+
+    asked = []  # the signatures kvq4_decode asks the cache for (a stand-in: nothing is traced or run)
+    monkeypatch.setattr(kvq4, "resolve_arm", lambda arm: "cuda")
+    monkeypatch.setattr(kvq4, "_compiled_pair", lambda arm, scale, block, signature: (
+        asked.append(signature) or (lambda *inputs: None)))
+    for n in (100, 100, 101):  # two layers of one step, then the next step
+        case = build_kvq4_case(np.random.default_rng(0), dtype="bfloat16", h=4, kvh=2, n=n)
+        kvq4.kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale)
+    assert asked[0] == asked[1] != asked[2]
+    assert ((1, 2, 101, 32), mx.uint32) in asked[2]  # the packed keys' shape: N is in the key
+    monkeypatch.undo()
+
+    kvq4._compiled_pair.cache_clear()
+    signature = lambda n: (((1, 8, 1, 256), mx.bfloat16), ((1, 2, n, 32), mx.uint32))
+    first = kvq4._compiled_pair("cuda", 0.0625, 512, signature(1000))
+    assert kvq4._compiled_pair("cuda", 0.0625, 512, signature(1000)) is first
+    for n in range(1001, 1100):
+        kvq4._compiled_pair("cuda", 0.0625, 512, signature(n))
+    info = kvq4._compiled_pair.cache_info()
+    assert info.currsize == info.maxsize <= 16  # the oldest traces were dropped (and MLX frees them)
+    kvq4._compiled_pair.cache_clear()
