@@ -115,6 +115,8 @@ prelude's products, loads and thread_elements() bit-exact on a GPU).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import mlx.core as mx
 import numpy as np
 
@@ -452,12 +454,32 @@ def multi_query_causal(q: mx.array, keys: mx.array, values: mx.array, *, scale: 
     """Causal attention of q's L <= 8 rows (the last L positions) over the cache (module docstring)."""
     scale, splits = _validate(q, keys, values, scale, splits)
     arm = resolve_arm(arm)
-    qs = mx.contiguous(q * scale)  # softmax scale folded into q, in T (the seed's mulScalar)
     if arm == "graph":
-        return _graph(qs, keys, values, splits)
-    opart, mpart, lpart = partial_launch(qs, keys, values, splits).run(arm)
-    (out,) = merge_launch(opart, mpart, lpart, q.dtype, q.shape[1], q.shape[2]).run(arm)
-    return out
+        return _graph(_scaled(q, scale), keys, values, splits)
+    inputs = (q, keys, values)
+    return _compiled_call(arm, scale, splits, tuple((a.shape, a.dtype) for a in inputs))(*inputs)
+
+
+def _scaled(q: mx.array, scale: float) -> mx.array:
+    return mx.contiguous(q * scale)  # softmax scale folded into q, in T (the seed's mulScalar)
+
+
+@lru_cache(maxsize=16)
+def _compiled_call(arm: str, scale: float, splits: int, signature: tuple):
+    """Scale, partial and merge as one ``mx.compile``d function for the inputs' ``signature`` (shapes and
+    dtypes). Built call by call, the three primitives cost host time comparable to the kernels at
+    N = 32k on the H200. N is in the cache's shape and grows every decode step, so a function serves
+    one step's layers (the first traces, the rest replay) and only the 16 most recent are kept: one
+    function traced for every length would keep each trace for the life of the process (~5 KB per
+    length, ``impl.kvq4_decode``'s docstring)."""
+
+    def call(q, keys, values):
+        qs = _scaled(q, scale)
+        opart, mpart, lpart = partial_launch(qs, keys, values, splits).run(arm)
+        (out,) = merge_launch(opart, mpart, lpart, q.dtype, q.shape[1], q.shape[2]).run(arm)
+        return out
+
+    return mx.compile(call)
 
 
 # --- the graph arm -----------------------------------------------------------

@@ -442,6 +442,14 @@ CATALOG: tuple[Mutant, ...] = (
               "return _compiled_pair(arm, scale, block, ())(*inputs)"),),
         ("parity/test_kvq4_decode.py::test_compiled_calls_keep_a_bounded_trace_per_length",)),
     Mutant(
+        "multi_query_one_trace_for_every_length",
+        "the compiled multi-query call is one function for every cache length: MLX keeps a trace per length "
+        "for the life of the process",
+        "multi_query.host",
+        (code(MULTI, "return _compiled_call(arm, scale, splits, tuple((a.shape, a.dtype) for a in inputs))(*inputs)",
+              "return _compiled_call(arm, scale, splits, ())(*inputs)"),),
+        ("parity/test_multi_query.py::test_compiled_calls_keep_a_bounded_trace_per_length",)),
+    Mutant(
         "dense_growth_rounds_down",
         "the dense cache grows by floor(L / 256) steps instead of ceil: an append shorter than a step gets no room",
         "kv.dense",

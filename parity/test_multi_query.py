@@ -79,3 +79,30 @@ def test_multi_query(arm, gate, dtype, geometry):
                       "kernel_max_abs_error": record["measured"], "naive_baseline_error": record["baseline_error"],
                       "splits": splits or default_splits(n, kvh), "device": str(mx.default_device())},
                      kernel=KERNEL)
+
+
+def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch):
+    """As kvq4's: the compiled arms' call is one mx.compile'd function per input signature (N grows
+    every decode step; a step's layers share it), the most recent 16 kept. Built, never run."""
+    import impl.multi_query as mq
+
+    asked = []  # the signatures multi_query_causal asks the cache for (a stand-in: nothing runs)
+    monkeypatch.setattr(mq, "resolve_arm", lambda arm: "cuda")
+    monkeypatch.setattr(mq, "_compiled_call", lambda arm, scale, splits, signature: (
+        asked.append(signature) or (lambda *inputs: None)))
+    for n in (300, 300, 301):  # two layers of one step, then the next step
+        case = build_multi_query_case(np.random.default_rng(0), dtype="bfloat16", h=4, kvh=2, L=2, n=n, d=64)
+        mq.multi_query_causal(case.q_mx, case.k_mx, case.v_mx, scale=case.scale)
+    assert asked[0] == asked[1] != asked[2]
+    assert ((1, 2, 301, 64), mx.bfloat16) in asked[2]  # the keys' shape: N is in the key
+    monkeypatch.undo()
+
+    mq._compiled_call.cache_clear()
+    signature = lambda n: (((1, 8, 2, 64), mx.bfloat16), ((1, 2, n, 64), mx.bfloat16))
+    first = mq._compiled_call("cuda", 0.125, 4, signature(1000))
+    assert mq._compiled_call("cuda", 0.125, 4, signature(1000)) is first
+    for n in range(1001, 1100):
+        mq._compiled_call("cuda", 0.125, 4, signature(n))
+    info = mq._compiled_call.cache_info()
+    assert info.currsize == info.maxsize <= 16  # the oldest traces were dropped (and MLX frees them)
+    mq._compiled_call.cache_clear()
