@@ -31,6 +31,7 @@ import pytest
 from impl.kvq4_decode import KV4_DECODE_BLOCK, THREADGROUP_MEMORY, kvq4_decode, threadgroup_bytes
 from properties.strategies import (build_kvq4_case, decode_error_floor, hoeffding_kl_limit, kvq4_oracles,
                                           lm_head)
+from parity.traces import check_bounded_trace_cache
 from reference import metrics
 
 DTYPES = ["bfloat16", "float16", "float32"]
@@ -128,13 +129,5 @@ def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch):
     assert asked[0] == asked[1] != asked[2]
     assert ((1, 2, 101, 32), mx.uint32) in asked[2]  # the packed keys' shape: N is in the key
     monkeypatch.undo()
-
-    kvq4._compiled_pair.cache_clear()
-    signature = lambda n: (((1, 8, 1, 256), mx.bfloat16), ((1, 2, n, 32), mx.uint32))
-    first = kvq4._compiled_pair("cuda", 0.0625, 512, signature(1000))
-    assert kvq4._compiled_pair("cuda", 0.0625, 512, signature(1000)) is first
-    for n in range(1001, 1100):
-        kvq4._compiled_pair("cuda", 0.0625, 512, signature(n))
-    info = kvq4._compiled_pair.cache_info()
-    assert info.currsize == info.maxsize <= 16  # the oldest traces were dropped (and MLX frees them)
-    kvq4._compiled_pair.cache_clear()
+    check_bounded_trace_cache(kvq4._compiled_pair, ("cuda", 0.0625, 512),
+                              lambda n: (((1, 8, 1, 256), mx.bfloat16), ((1, 2, n, 32), mx.uint32)))

@@ -27,6 +27,7 @@ import pytest
 from impl.multi_query import default_splits, multi_query_causal
 from properties.strategies import (build_multi_query_case, decode_error_floor, hoeffding_kl_limit, lm_head,
                                           multi_query_oracles, working_dtype)
+from parity.traces import check_bounded_trace_cache
 from reference import metrics
 
 DTYPES = ["bfloat16", "float16", "float32"]
@@ -96,13 +97,5 @@ def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch):
     assert asked[0] == asked[1] != asked[2]
     assert ((1, 2, 301, 64), mx.bfloat16) in asked[2]  # the keys' shape: N is in the key
     monkeypatch.undo()
-
-    mq._compiled_call.cache_clear()
-    signature = lambda n: (((1, 8, 2, 64), mx.bfloat16), ((1, 2, n, 64), mx.bfloat16))
-    first = mq._compiled_call("cuda", 0.125, 4, signature(1000))
-    assert mq._compiled_call("cuda", 0.125, 4, signature(1000)) is first
-    for n in range(1001, 1100):
-        mq._compiled_call("cuda", 0.125, 4, signature(n))
-    info = mq._compiled_call.cache_info()
-    assert info.currsize == info.maxsize <= 16  # the oldest traces were dropped (and MLX frees them)
-    mq._compiled_call.cache_clear()
+    check_bounded_trace_cache(mq._compiled_call, ("cuda", 0.125, 4),
+                              lambda n: (((1, 8, 2, 64), mx.bfloat16), ((1, 2, n, 64), mx.bfloat16)))
