@@ -244,10 +244,10 @@ PARTIAL_SOURCE = """
     for (uint i = 0; i < R; ++i) {
       float a[TB];
       for (uint k = 0; k < TB; ++k) a[k] = dot[i][k];
-      for (uint half = TB / 2, bit = 16; half >= 1; half /= 2, bit /= 2) {
+      for (uint keep = TB / 2, bit = 16; keep >= 1; keep /= 2, bit /= 2) {  // (not `half`: a Metal type)
         const bool upper = (lane & bit) != 0;
-        for (uint k = 0; k < half; ++k)
-          a[k] = (upper ? a[k + half] : a[k]) + simd_shuffle_xor(upper ? a[k] : a[k + half], bit);
+        for (uint k = 0; k < keep; ++k)
+          a[k] = (upper ? a[k + keep] : a[k]) + simd_shuffle_xor(upper ? a[k] : a[k + keep], bit);
       }
       float score = a[0];
       for (uint bit = SPREAD / 2; bit >= 1; bit /= 2) score += simd_shuffle_xor(score, bit);
