@@ -78,6 +78,10 @@ takes one ``movmatrix`` transpose. ``MLXGATE_SIMDGROUP_EMULATE`` (defined
 before the prelude) brings back the shuffle emulation in Metal's layout; the
 nvcc test compiles both. A prelude edit renames the kernel (the preludes
 are part of every kernel's name: ``impl.kernels.compile.kernel_name``).
+A call runs scale, partial and merge as one ``mx.compile``d function per
+input signature, the 16 most recent kept (``_compiled_call``: a decode
+step's layers share N, so the first traces and the rest replay; measured on
+the H200, ``perf/runs/2026-11-29-h200-session3/call5/``).
 
 ``graph`` is the same algorithm in MLX ops: the same splits and BK-key
 blocks, one block of every split per step, the same half roundings (Q * scale,
