@@ -67,7 +67,7 @@ and add at its discretion (``-fmad=true``), and on the H200 it evidently did so 
 two template instances, which broke the bit-exact "row i of an n-row call equals a one-row
 call" property in float32 (``reports/runs/2026-11-29-h200-issue10/``). With nothing left to
 contract, every instance rounds the same way (the property passed on the H200 afterwards:
-``perf/runs/2026-11-29-h200-session3/call2b/``).
+``reports/runs/2026-11-29-h200-issue10-pass3/``).
 
 The seed's body (one SIMD group per query head, row and 64-token partition) ran at 0.20 /
 0.76 TB/s on the H200 where this one runs at the figures of ``perf/RESULTS.md``.
