@@ -64,11 +64,9 @@ strided and transposed planes, bad input).
 
 The compiled arms run scale, partial and merge as one ``mx.compile``d call per (arm, scale,
 block, input shapes) (``_compiled_pair``): built call by call, the two custom-kernel primitives
-cost more host time than the kernels at N = 32k on the H200. N is part of the planes' shapes and
-grows every decode step, so a trace serves one step's layers (they share N: the first traces, the
-rest replay it) and only the 16 most recent are kept: one compiled function traced per N, never
-freed, would keep ~5 KB per length for the life of the process (measured with MLX 0.32.4 on this
-CPU: 134 MB against 34 MB over 20000 lengths), and a new trace costs about one uncompiled call. Block sizes on the H200 (third pass of issue 10,
+cost more host time than the kernels at N = 32k on the H200. N is in the planes' shapes, so a
+trace serves one decode step's layers and only the most recent ``TRACES_KEPT`` are kept
+(``impl.kernels.compile`` says why: one function traced for every N leaks). Block sizes on the H200 (third pass of issue 10,
 ``perf/runs/2026-11-29-h200-session3/call2a/explore2.txt``, ms per call): 256 beats the seed's 512
 at 32/8/N32k (0.264 / 0.280) and 8/1/N32k (0.099 / 0.104) and loses at 16/8/N128k (0.569 /
 0.532), so the seed's 512 stays.
@@ -96,7 +94,7 @@ import mlx.core as mx
 
 from impl.arms import resolve_arm
 from impl.checks import check_int, check_scale
-from impl.kernels import KernelSpec, Launch
+from impl.kernels import TRACES_KEPT, KernelSpec, Launch, input_signature
 
 __all__ = [
     "BITS",
@@ -370,22 +368,17 @@ def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int = KV4_DEC
     if arm == "graph":
         return _graph(_scaled(q, scale), keys, values, block)
     inputs = (q, *keys[:3], *values[:3])
-    return _compiled_pair(arm, scale, block, tuple((a.shape, a.dtype) for a in inputs))(*inputs)
+    return _compiled_pair(arm, scale, block, input_signature(inputs))(*inputs)
 
 
 def _scaled(q: mx.array, scale: float) -> mx.array:
     return mx.contiguous(q * scale)  # softmax scale folded into q, in T (the seed's mulScalar)
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=TRACES_KEPT)
 def _compiled_pair(arm: str, scale: float, block: int, signature: tuple):
-    """Scale, partial and merge as one ``mx.compile``d function for the inputs' ``signature`` (their
-    shapes and dtypes; the module docstring says why a function per signature, and why so few).
-
-    Built call by call, the two custom-kernel primitives cost more host time than the kernels' GPU
-    time at N = 32k on the H200 (paged attention measured 80-140 us per call there); a compiled
-    call replays the trace instead.
-    """
+    """Scale, partial and merge as one ``mx.compile``d function for the inputs' ``signature``
+    (``input_signature``; ``impl.kernels.compile.TRACES_KEPT`` says why one per signature, so few)."""
 
     def pair(q, *planes):
         keys, values = QuantizedKV(*planes[:3]), QuantizedKV(*planes[3:])

@@ -79,7 +79,7 @@ before the prelude) brings back the shuffle emulation in Metal's layout; the
 nvcc test compiles both. A prelude edit renames the kernel (the preludes
 are part of every kernel's name: ``impl.kernels.compile.kernel_name``).
 A call runs scale, partial and merge as one ``mx.compile``d function per
-input signature, the 16 most recent kept (``_compiled_call``: a decode
+input signature, the ``TRACES_KEPT`` most recent kept (``_compiled_call``: a decode
 step's layers share N, so the first traces and the rest replay; measured on
 the H200, ``perf/runs/2026-11-29-h200-session3/call5/``).
 
@@ -126,7 +126,7 @@ import numpy as np
 
 from impl.arms import resolve_arm
 from impl.checks import check_scale
-from impl.kernels import KernelSpec, Launch
+from impl.kernels import TRACES_KEPT, KernelSpec, Launch, input_signature
 
 __all__ = [
     "BK",
@@ -461,21 +461,18 @@ def multi_query_causal(q: mx.array, keys: mx.array, values: mx.array, *, scale: 
     if arm == "graph":
         return _graph(_scaled(q, scale), keys, values, splits)
     inputs = (q, keys, values)
-    return _compiled_call(arm, scale, splits, tuple((a.shape, a.dtype) for a in inputs))(*inputs)
+    return _compiled_call(arm, scale, splits, input_signature(inputs))(*inputs)
 
 
 def _scaled(q: mx.array, scale: float) -> mx.array:
     return mx.contiguous(q * scale)  # softmax scale folded into q, in T (the seed's mulScalar)
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=TRACES_KEPT)
 def _compiled_call(arm: str, scale: float, splits: int, signature: tuple):
-    """Scale, partial and merge as one ``mx.compile``d function for the inputs' ``signature`` (shapes and
-    dtypes). Built call by call, the three primitives cost host time comparable to the kernels at
-    N = 32k on the H200. N is in the cache's shape and grows every decode step, so a function serves
-    one step's layers (the first traces, the rest replay) and only the 16 most recent are kept: one
-    function traced for every length would keep each trace for the life of the process (~5 KB per
-    length, ``impl.kvq4_decode``'s docstring)."""
+    """Scale, partial and merge as one ``mx.compile``d function for the inputs' ``signature``
+    (``input_signature``; ``impl.kernels.compile.TRACES_KEPT`` says why one per signature, so few):
+    built call by call, the three primitives cost host time comparable to the kernels at N = 32k."""
 
     def call(q, keys, values):
         qs = _scaled(q, scale)

@@ -438,7 +438,7 @@ CATALOG: tuple[Mutant, ...] = (
         "the compiled kvq4 call is one function for every cache length: MLX keeps a trace per length for the "
         "life of the process",
         "kvq4_decode.host",
-        (code(KVQ4, "return _compiled_pair(arm, scale, block, tuple((a.shape, a.dtype) for a in inputs))(*inputs)",
+        (code(KVQ4, "return _compiled_pair(arm, scale, block, input_signature(inputs))(*inputs)",
               "return _compiled_pair(arm, scale, block, ())(*inputs)"),),
         ("parity/test_kvq4_decode.py::test_compiled_calls_keep_a_bounded_trace_per_length",)),
     Mutant(
@@ -446,7 +446,7 @@ CATALOG: tuple[Mutant, ...] = (
         "the compiled multi-query call is one function for every cache length: MLX keeps a trace per length "
         "for the life of the process",
         "multi_query.host",
-        (code(MULTI, "return _compiled_call(arm, scale, splits, tuple((a.shape, a.dtype) for a in inputs))(*inputs)",
+        (code(MULTI, "return _compiled_call(arm, scale, splits, input_signature(inputs))(*inputs)",
               "return _compiled_call(arm, scale, splits, ())(*inputs)"),),
         ("parity/test_multi_query.py::test_compiled_calls_keep_a_bounded_trace_per_length",)),
     Mutant(

@@ -13,8 +13,8 @@ The graph arm of each kernel lives with the kernel (``impl/paged_attention.py``,
 ``impl/normalized_argmax.py``): it needs no compiler.
 """
 
-from .compile import (COMPILED_ARMS, CUDA_PRELUDE, METAL_PRELUDE, KernelSpec, Launch, TemplateArg,
-                      compiled_kernel, full_header)
+from .compile import (COMPILED_ARMS, CUDA_PRELUDE, METAL_PRELUDE, TRACES_KEPT, KernelSpec, Launch, TemplateArg,
+                      compiled_kernel, full_header, input_signature)
 from .cuda_source import MLX_CUDA_DEFAULT_HEADER, cuda_translation_unit
 
 __all__ = [
@@ -24,8 +24,10 @@ __all__ = [
     "MLX_CUDA_DEFAULT_HEADER",
     "KernelSpec",
     "Launch",
+    "TRACES_KEPT",
     "TemplateArg",
     "compiled_kernel",
     "cuda_translation_unit",
     "full_header",
+    "input_signature",
 ]
