@@ -154,6 +154,13 @@ MAX_SPLITS = 128
 # fewer partials to write and merge (NQ * D float32 per split and KV head).
 TARGET_THREADGROUPS = 512
 MIN_SIMDGROUPS = 4  # a threadgroup stages K/V with at least 4 SIMD groups (tiles below 4 leave some only staging)
+# 8-row query tiles per SIMD group: 2 where a SIMD group holds more than one tile's rows and D <= PAIR_MAX_HEAD_DIM.
+# A K or V fragment loaded from threadgroup memory then serves 16 rows, and on CUDA the two tiles' products are
+# one 16-row tensor-core mma (the prelude's simdgroup_multiply_accumulate_rows16; a tile alone fills half of it).
+# 1 is the one-tile-per-SIMD-group kernel measured on the H200 in perf/runs/2026-11-29-h200-session3.
+TILES_PER_SIMDGROUP = 2
+# Two tiles hold two accumulators of D/4 floats per lane: at D = 256 that passes 255 registers (nvcc -Xptxas -v).
+PAIR_MAX_HEAD_DIM = 128
 ROW_PAD = 8  # halves of padding per staged row (16 bytes): a fragment's 8 rows then start in 8 different banks
 THREADGROUP_BYTES = 32768  # Metal's threadgroup memory per threadgroup (CUDA allows 48 KiB static)
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
@@ -176,6 +183,16 @@ METAL_FUNC uint sg_fragment_row(uint l) { return ((l / 4u) & 4u) + ((l / 2u) % 4
 METAL_FUNC uint sg_fragment_col(uint l) { return ((l / 4u) & 2u) * 2u + (l % 2u) * 2u; }
 #define SG_ROW_LANES_XOR1 1u
 #define SG_ROW_LANES_XOR2 8u
+#endif
+#ifndef SG_MULTIPLY_ACCUMULATE_ROWS16
+#define SG_MULTIPLY_ACCUMULATE_ROWS16
+// d0 += a0 · b and d1 += a1 · b: two 8-row tiles times one 8x8 matrix. Here two simdgroup products; the CUDA
+// prelude defines it as one 16-row tensor-core product (metal_simdgroup.cuh).
+#define simdgroup_multiply_accumulate_rows16(d0, d1, a0, a1, b) \
+  do { \
+    metal::simdgroup_multiply_accumulate(d0, a0, b, d0); \
+    metal::simdgroup_multiply_accumulate(d1, a1, b, d1); \
+  } while (0)
 #endif
 
 // Dims [d, d + 4) of one K/V row as half: one 4-wide vector load (the row allows it), or 4 loads `step` apart.
@@ -205,26 +222,37 @@ PARTIAL_SOURCE = """
   // One block of K and one of V as half, rows KS >= D apart (the padding spreads a fragment's rows over banks).
   threadgroup half kt[BK * KS];
   threadgroup half vt[BK * KS];
-  // Query tile: rows sg*8 .. sg*8+7 of the head group's rep·L vectors.
-  const bool tile = sg * 8u < (uint)NQ;               // simdgroups past the tiles only stage K/V
-  const uint row = sg * 8u + fm;                      // this lane's fragment row
-  const bool rowOk = row < (uint)NQ;
-  const uint rr = rowOk ? row / (uint)L : 0u, qi = rowOk ? row % (uint)L : 0u;
-  const auto qp = q + ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D;
-  metal::simdgroup_half8x8 qf[D / 8];
+  // Query tiles: TILES 8-row tiles per SIMD group, tile t holding rows (sg * TILES + t) * 8 .. + 7 of the head
+  // group's rep·L vectors; every K / V fragment loaded serves all of them.
+  const bool tile = sg * (uint)TILES * 8u < (uint)NQ;  // simdgroups past the tiles only stage K/V
+  const float qscale = float(scale[0]);                // the softmax scale, in T
+  metal::simdgroup_half8x8 qf[TILES][D / 8];
+  metal::simdgroup_float8x8 o[TILES][D / 8];
+  float m[TILES], l[TILES];
+  uint limit[TILES];                                   // keys <= limit[t] are visible to this lane's row of tile t
+  bool rowOks[TILES];
   UNROLL_FULL
-  for (uint f = 0; f < (uint)D / 8u; ++f) {
-    qf[f].thread_elements()[0] = rowOk ? half(qp[8u * f + fn]) : half(0.0f);
-    qf[f].thread_elements()[1] = rowOk ? half(qp[8u * f + fn + 1u]) : half(0.0f);
+  for (uint t = 0; t < (uint)TILES; ++t) {
+    const uint row = (sg * (uint)TILES + t) * 8u + fm;  // this lane's fragment row
+    const bool rowOk = row < (uint)NQ;
+    const uint rr = rowOk ? row / (uint)L : 0u, qi = rowOk ? row % (uint)L : 0u;
+    const auto qp = q + ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D;
+    // Q * scale rounded to T (the seed's mulScalar in T), then to half.
+    UNROLL_FULL
+    for (uint f = 0; f < (uint)D / 8u; ++f) {
+      qf[t][f].thread_elements()[0] = rowOk ? half(T(float(qp[8u * f + fn]) * qscale)) : half(0.0f);
+      qf[t][f].thread_elements()[1] = rowOk ? half(T(float(qp[8u * f + fn + 1u]) * qscale)) : half(0.0f);
+    }
+    UNROLL_FULL
+    for (uint f = 0; f < (uint)D / 8u; ++f) o[t][f] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    m[t] = -INFINITY;
+    l[t] = 0.0f;
+    limit[t] = n - (uint)L + qi;
+    rowOks[t] = rowOk;
   }
-  metal::simdgroup_float8x8 o[D / 8];
-  UNROLL_FULL
-  for (uint f = 0; f < (uint)D / 8u; ++f) o[f] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-  float m = -INFINITY, l = 0.0f;
-  // Key range of this split; the row's causal limit.
+  // Key range of this split.
   const uint per = (n + splits - 1u) / splits;
   const uint k0 = split * per, k1 = metal::min(n, k0 + per);
-  const uint limit = n - (uint)L + qi;                // keys <= limit are visible
   const ulong hs = (ulong)k_strides[1], rs = (ulong)k_strides[2], ds = (ulong)k_strides[3];
   const ulong vhs = (ulong)v_strides[1], vrs = (ulong)v_strides[2], vds = (ulong)v_strides[3];
   const bool kvec = ds == 1 && hs % 4 == 0 && rs % 4 == 0;
@@ -261,53 +289,60 @@ PARTIAL_SOURCE = """
     }
     threadgroup_barrier(metal::mem_flags::mem_threadgroup);
     if (tile) {
-    // S = Q · Kᵀ for BK keys: BK/8 fragments of [8 rows × 8 keys].
-    metal::simdgroup_float8x8 s[BK / 8];
-    metal::simdgroup_half8x8 p[BK / 8];
+    // S = Q · Kᵀ for BK keys: BK/8 fragments of [8 rows × 8 keys] per tile.
+    metal::simdgroup_float8x8 s[TILES][BK / 8];
+    metal::simdgroup_half8x8 p[TILES][BK / 8];
     UNROLL_FULL
     for (uint c = 0; c < (uint)BK / 8u; ++c) {
-      s[c] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+      UNROLL_FULL
+      for (uint t = 0; t < (uint)TILES; ++t) s[t][c] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
       UNROLL_FULL
       for (uint f = 0; f < (uint)D / 8u; ++f) {
         metal::simdgroup_half8x8 kf;
         metal::simdgroup_load(kf, kt + (8u * c) * (uint)KS + 8u * f, (ulong)KS, ulong2(0, 0), true);
-        metal::simdgroup_multiply_accumulate(s[c], qf[f], kf, s[c]);
+        if (TILES == 2)
+          simdgroup_multiply_accumulate_rows16(s[0][c], s[TILES - 1][c], qf[0][f], qf[TILES - 1][f], kf);
+        else
+          metal::simdgroup_multiply_accumulate(s[0][c], qf[0][f], kf, s[0][c]);
       }
     }
-    // Causal / range mask and online softmax for this lane's row fm.
-    float bmax = -INFINITY;
+    // Causal / range mask and online softmax for this lane's row fm of each tile.
     UNROLL_FULL
-    for (uint c = 0; c < (uint)BK / 8u; ++c)
+    for (uint t = 0; t < (uint)TILES; ++t) {
+      float bmax = -INFINITY;
       UNROLL_FULL
-      for (uint e = 0; e < 2u; ++e) {
-        const uint key = kb + 8u * c + fn + e;
-        float v = s[c].thread_elements()[e];
-        if (!rowOk || key >= k1 || key > limit) v = -INFINITY;
-        s[c].thread_elements()[e] = v;
-        bmax = metal::max(bmax, v);
-      }
-    bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR1));
-    bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR2));
-    const float mnew = metal::max(m, bmax);
-    const float corr = mnew == -INFINITY ? 1.0f : metal::exp(m - mnew);
-    float bsum = 0.0f;
-    UNROLL_FULL
-    for (uint c = 0; c < (uint)BK / 8u; ++c)
+      for (uint c = 0; c < (uint)BK / 8u; ++c)
+        UNROLL_FULL
+        for (uint e = 0; e < 2u; ++e) {
+          const uint key = kb + 8u * c + fn + e;
+          float v = s[t][c].thread_elements()[e];
+          if (!rowOks[t] || key >= k1 || key > limit[t]) v = -INFINITY;
+          s[t][c].thread_elements()[e] = v;
+          bmax = metal::max(bmax, v);
+        }
+      bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR1));
+      bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR2));
+      const float mnew = metal::max(m[t], bmax);
+      const float corr = mnew == -INFINITY ? 1.0f : metal::exp(m[t] - mnew);
+      float bsum = 0.0f;
       UNROLL_FULL
-      for (uint e = 0; e < 2u; ++e) {
-        const float v = s[c].thread_elements()[e];
-        const float w = v == -INFINITY ? 0.0f : metal::exp(v - mnew);
-        bsum += w;
-        p[c].thread_elements()[e] = half(w);
+      for (uint c = 0; c < (uint)BK / 8u; ++c)
+        UNROLL_FULL
+        for (uint e = 0; e < 2u; ++e) {
+          const float v = s[t][c].thread_elements()[e];
+          const float w = v == -INFINITY ? 0.0f : metal::exp(v - mnew);
+          bsum += w;
+          p[t][c].thread_elements()[e] = half(w);
+        }
+      bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR1);
+      bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR2);
+      l[t] = l[t] * corr + bsum;
+      m[t] = mnew;
+      UNROLL_FULL
+      for (uint f = 0; f < (uint)D / 8u; ++f) {
+        o[t][f].thread_elements()[0] *= corr;
+        o[t][f].thread_elements()[1] *= corr;
       }
-    bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR1);
-    bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR2);
-    l = l * corr + bsum;
-    m = mnew;
-    UNROLL_FULL
-    for (uint f = 0; f < (uint)D / 8u; ++f) {
-      o[f].thread_elements()[0] *= corr;
-      o[f].thread_elements()[1] *= corr;
     }
     // O += P · V.
     UNROLL_FULL
@@ -316,20 +351,28 @@ PARTIAL_SOURCE = """
       for (uint c = 0; c < (uint)BK / 8u; ++c) {
         metal::simdgroup_half8x8 vf;
         metal::simdgroup_load(vf, vt + (8u * c) * (uint)KS + 8u * f, (ulong)KS);
-        metal::simdgroup_multiply_accumulate(o[f], p[c], vf, o[f]);
+        if (TILES == 2)
+          simdgroup_multiply_accumulate_rows16(o[0][f], o[TILES - 1][f], p[0][c], p[TILES - 1][c], vf);
+        else
+          metal::simdgroup_multiply_accumulate(o[0][f], p[0][c], vf, o[0][f]);
       }
     }
     threadgroup_barrier(metal::mem_flags::mem_threadgroup);
   }
   // Partial results: unnormalized O, running max and sum per row.
-  if (!tile || !rowOk) return;
-  const ulong base = ((ulong)split * (uint)KVH + hk) * (uint)NQ + row;
+  if (!tile) return;
   UNROLL_FULL
-  for (uint f = 0; f < (uint)D / 8u; ++f) {
-    opart[base * (uint)D + 8u * f + fn] = o[f].thread_elements()[0];
-    opart[base * (uint)D + 8u * f + fn + 1u] = o[f].thread_elements()[1];
+  for (uint t = 0; t < (uint)TILES; ++t) {
+    const uint row = (sg * (uint)TILES + t) * 8u + fm;
+    if (!rowOks[t]) continue;
+    const ulong base = ((ulong)split * (uint)KVH + hk) * (uint)NQ + row;
+    UNROLL_FULL
+    for (uint f = 0; f < (uint)D / 8u; ++f) {
+      opart[base * (uint)D + 8u * f + fn] = o[t][f].thread_elements()[0];
+      opart[base * (uint)D + 8u * f + fn + 1u] = o[t][f].thread_elements()[1];
+    }
+    if (fn == 0u) { mpart[base] = m[t]; lpart[base] = l[t]; }
   }
-  if (fn == 0u) { mpart[base] = m; lpart[base] = l; }
 """
 
 MERGE_SOURCE = """
@@ -353,7 +396,7 @@ MERGE_SOURCE = """
   out[((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d] = T(num / den);
 """
 
-PARTIAL = KernelSpec("multi_query_partial", ("q", "k", "v"), ("opart", "mpart", "lpart"), PARTIAL_SOURCE,
+PARTIAL = KernelSpec("multi_query_partial", ("q", "k", "v", "scale"), ("opart", "mpart", "lpart"), PARTIAL_SOURCE,
                      header=HEADER, ensure_row_contiguous=False)
 MERGE = KernelSpec("multi_query_merge", ("opart", "mpart", "lpart"), ("out",), MERGE_SOURCE)
 
@@ -376,9 +419,15 @@ def block_keys(d: int) -> int:
     return BK if 2 * BK * (d + ROW_PAD) * 2 <= THREADGROUP_BYTES else BK // 2
 
 
-def simdgroups(nq: int) -> int:
-    """SIMD groups per threadgroup: one per 8-row tile, at least MIN_SIMDGROUPS (staging throughput)."""
-    return max(MIN_SIMDGROUPS, -(-nq // 8))
+def tiles_per_simdgroup(nq: int, d: int) -> int:
+    """8-row query tiles per SIMD group (``TILES_PER_SIMDGROUP``, 1 at D > ``PAIR_MAX_HEAD_DIM`` or one tile)."""
+    return TILES_PER_SIMDGROUP if nq > 8 and d <= PAIR_MAX_HEAD_DIM else 1
+
+
+def simdgroups(nq: int, d: int) -> int:
+    """SIMD groups per threadgroup: one per ``tiles_per_simdgroup`` 8-row tiles, at least MIN_SIMDGROUPS (staging
+    throughput)."""
+    return max(MIN_SIMDGROUPS, -(-nq // (8 * tiles_per_simdgroup(nq, d))))
 
 
 # --- validation -------------------------------------------------------------
@@ -427,18 +476,19 @@ def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
 # --- the kernels -------------------------------------------------------------
 
 
-def partial_launch(qs: mx.array, keys: mx.array, values: mx.array, splits: int) -> Launch:
-    """The partial pass (``qs``: the pre-scaled, contiguous query). N and the split count are not template
+def partial_launch(q: mx.array, keys: mx.array, values: mx.array, scale: mx.array, splits: int) -> Launch:
+    """The partial pass (``q`` contiguous; ``scale`` the softmax scale as a one-element array in q's dtype: the
+    body rounds q * scale to it, as the seed's separate multiply did). N and the split count are not template
     constants (the body reads them from the keys' shape and the grid): one compilation serves a growing cache."""
-    _, h, L, d = qs.shape
+    _, h, L, d = q.shape
     kvh = keys.shape[1]
     rep = h // kvh
     nq = rep * L
-    threads = 32 * simdgroups(nq)
+    threads = 32 * simdgroups(nq, d)
     bk = block_keys(d)
-    template = (("T", qs.dtype), ("L", L), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("BK", bk),
-                ("KS", d + ROW_PAD), ("THREADS", threads))
-    return Launch(PARTIAL, (qs, keys, values), template, grid=(threads * splits, kvh, 1),
+    template = (("T", q.dtype), ("L", L), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("BK", bk),
+                ("KS", d + ROW_PAD), ("THREADS", threads), ("TILES", tiles_per_simdgroup(nq, d)))
+    return Launch(PARTIAL, (q, keys, values, scale), template, grid=(threads * splits, kvh, 1),
                   threadgroup=(threads, 1, 1),
                   output_shapes=((splits, kvh, nq, d), (splits, kvh, nq), (splits, kvh, nq)),
                   output_dtypes=(mx.float32, mx.float32, mx.float32))
@@ -459,24 +509,26 @@ def multi_query_causal(q: mx.array, keys: mx.array, values: mx.array, *, scale: 
     scale, splits = _validate(q, keys, values, scale, splits)
     arm = resolve_arm(arm)
     if arm == "graph":
-        return _graph(_scaled(q, scale), keys, values, splits)
+        return _graph(q * _scale_array(scale, q.dtype), keys, values, splits)
     inputs = (q, keys, values)
     return _compiled_call(arm, scale, splits, input_signature(inputs))(*inputs)
 
 
-def _scaled(q: mx.array, scale: float) -> mx.array:
-    return mx.contiguous(q * scale)  # softmax scale folded into q, in T (the seed's mulScalar)
+def _scale_array(scale: float, dtype: mx.Dtype) -> mx.array:
+    """The softmax scale in q's dtype: q * scale is rounded to it (the seed's mulScalar in T; the kernel body
+    multiplies as it loads q, the graph arm with an MLX multiply)."""
+    return mx.array([scale], dtype=dtype)
 
 
 @lru_cache(maxsize=TRACES_KEPT)
 def _compiled_call(arm: str, scale: float, splits: int, signature: tuple):
-    """Scale, partial and merge as one ``mx.compile``d function for the inputs' ``signature``
+    """Partial and merge as one ``mx.compile``d function for the inputs' ``signature``
     (``input_signature``; ``impl.kernels.compile.TRACES_KEPT`` says why one per signature, so few):
     built call by call, the three primitives cost host time comparable to the kernels at N = 32k."""
 
     def call(q, keys, values):
-        qs = _scaled(q, scale)
-        opart, mpart, lpart = partial_launch(qs, keys, values, splits).run(arm)
+        scale_t = _scale_array(scale, q.dtype)
+        opart, mpart, lpart = partial_launch(mx.contiguous(q), keys, values, scale_t, splits).run(arm)
         (out,) = merge_launch(opart, mpart, lpart, q.dtype, q.shape[1], q.shape[2]).run(arm)
         return out
 

@@ -89,7 +89,8 @@ MASKS = "impl/masks.py"
 POOL, PAGED_KV, ROWS, VIEW, DENSE = (f"impl/kv/{m}.py" for m in ("pool", "paged", "rows", "view", "dense"))
 
 PAGED_GATE = "parity/test_paged_attention.py::test_dense_pool[{arm}-%s]"
-KVQ4_GATE = "parity/test_kvq4_decode.py::test_kvq4_decode[{arm}-%s]"
+KVQ4_GATE = "parity/test_kvq4_decode.py::test_kvq4_decode[{arm}-seed-%s]"
+KVQ4_DIRECT_GATE = "parity/test_kvq4_decode.py::test_kvq4_decode[{arm}-direct-%s]"
 MULTI_GATE = "parity/test_multi_query.py::test_multi_query[{arm}-%s]"
 
 CATALOG: tuple[Mutant, ...] = (
@@ -109,8 +110,8 @@ CATALOG: tuple[Mutant, ...] = (
         "paged_attention",
         (body(PAGED, "const uint hq = hk * G + r / N, query = r % N;",
               "const uint hq = (r / N) * HK + hk, query = r % N;"),
-         graph(PAGED, "qf = q.astype(mx.float32).reshape(hk, group * n, dk)",
-               "qf = q.astype(mx.float32).reshape(group, hk, n, dk).transpose(1, 0, 2, 3).reshape(hk, group * n, dk)"),
+         graph(PAGED, "qf = qf.reshape(hk, group * n, dk)",
+               "qf = qf.reshape(group, hk, n, dk).transpose(1, 0, 2, 3).reshape(hk, group * n, dk)"),
          graph(PAGED, "return out.reshape(1, hq, n, dv)",
                "return out.reshape(hk, group, n, dv).transpose(1, 0, 2, 3).reshape(1, hq, n, dv)")),
         (PAGED_GATE % "float32-Hq6-Hkv2-Dk80-Dv80-bs8-len97-n8",)),
@@ -127,7 +128,7 @@ CATALOG: tuple[Mutant, ...] = (
         "paged_unpack_shift_hardcoded_for_4_bits",
         "dequantize-on-load shifts code k of a word by 4*k whatever BITS is: 8-bit K/V decode garbage",
         "paged_attention_q8",
-        (body(PAGED, "float((word >> (e * BITS))", "float((word >> (e * 4))"),
+        (body(PAGED, "float(InT(fma(s, float((word >> (e * BITS))", "float(InT(fma(s, float((word >> (e * 4))"),
          graph(PAGED, "shifts = mx.arange(pack, dtype=mx.uint32) * bits",
                "shifts = mx.arange(pack, dtype=mx.uint32) * 4")),
         ("parity/test_paged_attention.py::test_quantized_pool[{arm}-bfloat16-q8g64-Hq4-Hkv1-Dk256-Dv256-bs32-len130-n1]",)),
@@ -135,10 +136,10 @@ CATALOG: tuple[Mutant, ...] = (
         "paged_block_table_ignored",
         "token t is read from physical block t / BS instead of block_table[t / BS]",
         "paged_attention",
-        (body(PAGED, "block[k] = table[min(t, stop - 1) / BS];  // past the end",
-              "block[k] = min(t, stop - 1) / BS;  // past the end"),
-         body(PAGED, "if (t0 + SG * TB < stop) block[k] = table[min(t, stop - 1) / BS];",
-              "if (t0 + SG * TB < stop) block[k] = min(t, stop - 1) / BS;"),
+        (body(PAGED, "block[k] = STRIDED ? 0 : table[min(t, stop - 1) / BS];  // past the end",
+              "block[k] = STRIDED ? 0 : min(t, stop - 1) / BS;  // past the end"),
+         body(PAGED, "if (!STRIDED && t0 + SG * TB < stop) block[k] = table[min(t, stop - 1) / BS];",
+              "if (!STRIDED && t0 + SG * TB < stop) block[k] = min(t, stop - 1) / BS;"),
          graph(PAGED, "physical, slot = table[live // bs], live % bs", "physical, slot = live // bs, live % bs")),
         ("properties/test_paged_attention_props.py::test_block_layout_is_invisible[{arm}]",)),
     Mutant(
@@ -156,8 +157,8 @@ CATALOG: tuple[Mutant, ...] = (
         "the scores are not multiplied by the softmax scale (as if the caller had folded it into q)",
         "paged_attention",
         (body(PAGED, "float(q[(hq * N + query) * DK + d]) * geometry[0]", "float(q[(hq * N + query) * DK + d])"),
-         graph(PAGED, "qf = q.astype(mx.float32).reshape(hk, group * n, dk) * mx.array(scale, dtype=mx.float32)",
-               "qf = q.astype(mx.float32).reshape(hk, group * n, dk)")),
+         graph(PAGED, "qf = q.astype(mx.float32) * mx.array(scale, dtype=mx.float32)",
+               "qf = q.astype(mx.float32)")),
         ("parity/test_decode_e2e.py::test_direct_path_is_kl_close_to_dense[{arm}-float32-p6-bs4]",)),
 
     # --- normalized argmax -----------------------------------------------------
@@ -240,7 +241,7 @@ CATALOG: tuple[Mutant, ...] = (
         "kvq4_decode",
         (body(KVQ4, "o[j][i] = metal::fma(o[j][i], factor, e * vr[i]);", "o[j][i] = o[j][i] + e * vr[i];"),
          graph(KVQ4, "o * factor[..., None] + e[..., None] * vi", "o + e[..., None] * vi")),
-        ("properties/test_kvq4_decode_props.py::test_matches_float64_oracle[{arm}]",)),
+        ("properties/test_kvq4_decode_props.py::test_matches_float64_oracle[{arm}-seed]",)),
     Mutant(
         "kvq4_gqa_head_map_modulo",
         "GQA maps query head h to KV head h % KVH instead of h / REP",
@@ -252,14 +253,25 @@ CATALOG: tuple[Mutant, ...] = (
          graph(KVQ4, "q = qs.astype(mx.float32).reshape(kvh, rep, 1, SIMD, 8)",
                "q = qs.astype(mx.float32).reshape(rep, kvh, 1, SIMD, 8).transpose(1, 0, 2, 3, 4)"),
          graph(KVQ4, "return out.reshape(1, h, 1, HEAD_DIM)", "return out.transpose(1, 0, 2).reshape(1, h, 1, HEAD_DIM)")),
-        ("properties/test_kvq4_decode_props.py::test_kv_heads_serve_their_query_heads[{arm}]",)),
+        ("properties/test_kvq4_decode_props.py::test_kv_heads_serve_their_query_heads[{arm}-seed]",)),
+
+    Mutant(
+        "kvq4_direct_bias_from_scales",
+        "the direct body's strided load reads each group's bias from the scale plane (a copy-paste of the scale "
+        "read): every dequantized value is scale * (code + 1)",
+        "kvq4_decode",
+        (body(PAGED, "const float b = float({biases}[head * {biases}_strides[1]",
+              "const float b = float({scales}[head * {biases}_strides[1]"),
+         graph(PAGED, 'biases = getattr(storage, f"{prefix}_biases")[physical, :, slot].astype(mx.float32)',
+               'biases = getattr(storage, f"{prefix}_scales")[physical, :, slot].astype(mx.float32)')),
+        (KVQ4_DIRECT_GATE % "bfloat16-H4-KVH2-N97-block64-contiguous",)),
 
     # --- multi-query causal decode ----------------------------------------------
     Mutant(
         "multi_query_causal_limit_off_by_one",
         "row i sees keys <= N - L + i + 1: one key of the future",
         "multi_query",
-        (body(MULTI, "key >= k1 || key > limit) v = -INFINITY;", "key >= k1 || key > limit + 1u) v = -INFINITY;"),
+        (body(MULTI, "key >= k1 || key > limit[t]) v = -INFINITY;", "key >= k1 || key > limit[t] + 1u) v = -INFINITY;"),
          graph(MULTI, "(key[None, :, b, None, :] <= limit[None])", "(key[None, :, b, None, :] <= limit[None] + 1)")),
         ("properties/test_multi_query_props.py::test_rows_never_see_later_keys[{arm}]",)),
     Mutant(
@@ -281,6 +293,22 @@ CATALOG: tuple[Mutant, ...] = (
          graph(MULTI, "weight = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "weight = mx.where(m == -mx.inf, 0.0, 1.0)")),
         ("properties/test_multi_query_props.py::test_fully_masked_splits_are_skipped[{arm}-3]",)),
     Mutant(
+        "multi_query_second_tile_masked_as_first",
+        "a SIMD group holding two 8-row tiles masks the second tile's rows with the first tile's causal limits",
+        "multi_query",
+        (body(MULTI, "if (!rowOks[t] || key >= k1 || key > limit[t])", "if (!rowOks[t] || key >= k1 || key > limit[0])"),
+         graph(MULTI, "limit = (n - L + qi).reshape(1, nq, 1)",
+               "limit = (n - L + qi[(mx.arange(nq) // 16) * 16 + mx.arange(nq) % 8]).reshape(1, nq, 1)")),
+        (MULTI_GATE % "bfloat16-H12-KVH2-L5-N300-D80-splits37-contiguous",)),
+    Mutant(
+        "multi_query_scale_not_folded",
+        "the softmax scale, folded into the kernel's q load, is dropped: the scores are q . k unscaled",
+        "multi_query",
+        (body(MULTI, "const float qscale = float(scale[0]);", "const float qscale = 1.0f;"),
+         graph(MULTI, "return _graph(q * _scale_array(scale, q.dtype), keys, values, splits)",
+               "return _graph(q, keys, values, splits)")),
+        (MULTI_GATE % "bfloat16-H4-KVH2-L8-N8-D64-contiguous",)),
+    Mutant(
         "multi_query_split_length_floored",
         "keys per split rounded down (N / splits): the last N mod splits keys belong to no split",
         "multi_query",
@@ -291,7 +319,7 @@ CATALOG: tuple[Mutant, ...] = (
         "multi_query_accumulator_not_rescaled",
         "the online softmax rescales the running sum l but not the accumulator O when the max grows",
         "multi_query",
-        (body(MULTI, "      o[f].thread_elements()[0] *= corr;\n      o[f].thread_elements()[1] *= corr;\n", ""),
+        (body(MULTI, "        o[t][f].thread_elements()[0] *= corr;\n        o[t][f].thread_elements()[1] *= corr;\n", ""),
          graph(MULTI, "o = o * corr[..., None] + _half(w) @ v[:, :, b]", "o = o + _half(w) @ v[:, :, b]")),
         (MULTI_GATE % "float32-H8-KVH1-L4-N257-D256-heads",)),
 
@@ -462,7 +490,7 @@ CATALOG: tuple[Mutant, ...] = (
         "kvq4_decode",
         (body(KVQ4, "s1 = metal::min(tEnd, s0 + sub);", "s1 = metal::min(N, s0 + sub);"),
          graph(KVQ4, "live = (within < block) & (token < n)", "live = token < n")),
-        ("properties/test_kvq4_decode_props.py::test_matches_float64_oracle[{arm}]",)),
+        ("properties/test_kvq4_decode_props.py::test_matches_float64_oracle[{arm}-seed]",)),
 )
 
 

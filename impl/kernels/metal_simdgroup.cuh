@@ -41,6 +41,11 @@
 //   `make_filled_simdgroup_matrix`, `simdgroup_load` (with Metal's transpose
 //   flag) and `simdgroup_multiply_accumulate`; and the fragment layout
 //   (`SG_FRAGMENT_LAYOUT`, below) the bodies address thread_elements() by.
+// * `simdgroup_multiply_accumulate_rows16(d0, d1, a0, a1, b)`: d0 += a0 * b and
+//   d1 += a1 * b, two 8-row tiles times one matrix. Not a Metal function: a
+//   kernel header that uses it defines it as those two Metal products unless
+//   `SG_MULTIPLY_ACCUMULATE_ROWS16` is defined; here it is one tensor-core mma
+//   whose 16 rows are the two tiles (below), so no half of the m16 tile idles.
 //
 // Simdgroup matrices on a warp. An 8x8 matrix is spread over the 32 lanes of a
 // SIMD group, two elements per lane: lane l holds row fm = sg_fragment_row(l),
@@ -81,6 +86,14 @@
 // type, no tensor cores, plain loads (no transposed storage). It stays
 // compiled by impl/kernels/test_cuda_compile_decode.py, as the fallback if a
 // GPU disagrees with the tensor-core path.
+//
+// simdgroup_multiply_accumulate_rows16 on the tensor cores: A's rows 0..7 are
+// a0 (register a0 of the mma's A fragment), rows 8..15 a1 (register a1: same
+// lane layout, rows g + 8), and the accumulator's c0, c1 / c2, c3 are d0's /
+// d1's pairs. Each row of the product is its own dot products, so the result
+// is exactly the two separate mma's (the same rows 0..7 products, whatever
+// the other half of A holds); with the emulation (or other operand types) it
+// is the two simdgroup_multiply_accumulate calls.
 //
 // Every lane of the warp must reach simdgroup_multiply_accumulate, and
 // thread_elements() of a matrix loaded transposed (warp-uniform control flow,
@@ -359,5 +372,53 @@ METAL_FUNC void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, con
 }
 
 }  // namespace metal
+
+namespace metal_simdgroup {
+
+// D = A * B + C, A and C 16 x 8 as two 8-row halves (the file comment): c0, c1 rows g, c2, c3 rows g + 8.
+template <typename T>
+METAL_FUNC void tensor_mma_rows16(float& c0, float& c1, float& c2, float& c3, uint32_t a0, uint32_t a1, uint32_t b) {
+  static_assert(tensor_type<T>, "tensor_mma_rows16 multiplies half or bfloat inputs");
+  if constexpr (same<T, __half>) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                 : "r"(a0), "r"(a1), "r"(b));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                 : "r"(a0), "r"(a1), "r"(b));
+  }
+}
+
+}  // namespace metal_simdgroup
+
+#define SG_MULTIPLY_ACCUMULATE_ROWS16
+// d0 += a0 * b, d1 += a1 * b (file comment); d0 / d1 must not alias a0, a1 or b.
+template <typename TD, typename TA, typename TB>
+METAL_FUNC void simdgroup_multiply_accumulate_rows16(metal::simdgroup_matrix<TD, 8, 8>& d0,
+                                                     metal::simdgroup_matrix<TD, 8, 8>& d1,
+                                                     const metal::simdgroup_matrix<TA, 8, 8>& a0,
+                                                     const metal::simdgroup_matrix<TA, 8, 8>& a1,
+                                                     const metal::simdgroup_matrix<TB, 8, 8>& b) {
+  using namespace ::metal_simdgroup;
+  if constexpr (TENSOR_CORES && same<TA, TB> && tensor_type<TA>) {
+    float c0 = float(d0.thread_elements()[0]), c1 = float(d0.thread_elements()[1]);
+    float c2 = float(d1.thread_elements()[0]), c3 = float(d1.thread_elements()[1]);
+    const uint32_t w0 = a0.transposed ? transpose16(bits2(a0.e)) : bits2(a0.e);
+    const uint32_t w1 = a1.transposed ? transpose16(bits2(a1.e)) : bits2(a1.e);
+    const uint32_t wb = b.transposed ? bits2(b.e) : transpose16(bits2(b.e));
+    tensor_mma_rows16<TA>(c0, c1, c2, c3, w0, w1, wb);
+    d0.e[0] = TD(c0);
+    d0.e[1] = TD(c1);
+    d1.e[0] = TD(c2);
+    d1.e[1] = TD(c3);
+    d0.transposed = d1.transposed = false;
+  } else {
+    metal::simdgroup_multiply_accumulate(d0, a0, b, d0);
+    metal::simdgroup_multiply_accumulate(d1, a1, b, d1);
+  }
+}
 
 #endif  // MLXGATE_METAL_SIMDGROUP_CUH

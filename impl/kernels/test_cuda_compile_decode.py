@@ -71,7 +71,7 @@ def multi_query_launches(dtypes=DTYPES, geometries=MULTI_QUERY_GEOMETRIES) -> li
     for dtype in dtypes:
         for h, kvh, L, d, n, splits in geometries:
             q, kv = mx.zeros((1, h, L, d), dtype), mx.zeros((1, kvh, n, d), dtype)
-            partial = mq.partial_launch(q, kv, kv, splits or mq.default_splits(n, kvh))
+            partial = mq.partial_launch(q, kv, kv, mx.ones((1,), dtype), splits or mq.default_splits(n, kvh))
             opart, mpart, lpart = (mx.zeros(s, mx.float32) for s in partial.output_shapes)
             launches += [partial, mq.merge_launch(opart, mpart, lpart, dtype, h, L)]
     return launches
@@ -81,7 +81,9 @@ def multi_query_launches(dtypes=DTYPES, geometries=MULTI_QUERY_GEOMETRIES) -> li
 # layout on Metal, the prelude's on CUDA). With B' = B or B^T and A' = A or A^T (TRANSPOSE):
 #   D = A * B' + C, E = A * B' + make_filled(0.5), F = B' itself, G = A' * B' (16-bit operands, A and B staged
 #   in threadgroup memory as half: the tensor-core path, transposed storage on both operands when TRANSPOSE),
-#   H = A * B' from float matrices loaded straight from the inputs (the shuffle emulation on CUDA).
+#   H = A * B' from float matrices loaded straight from the inputs (the shuffle emulation on CUDA),
+#   I = A * B' + C and J = A' * B' + make_filled(0.5) from one simdgroup_multiply_accumulate_rows16 (on CUDA one
+#   16-row mma: I the rows 0..7, J the rows 8..15).
 SIMDGROUP_PROBE_SOURCE = """
   const uint lane = thread_index_in_simdgroup;
   const uint fm = sg_fragment_row(lane), fn = sg_fragment_col(lane);
@@ -107,21 +109,29 @@ SIMDGROUP_PROBE_SOURCE = """
   metal::simdgroup_load(fb, b, (ulong)8, ulong2(0, 0), TRANSPOSE);
   mh = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
   metal::simdgroup_multiply_accumulate(mh, fa, fb, mh);
+  metal::simdgroup_float8x8 mi, mj;
+  mi.thread_elements()[0] = c[fm * 8u + fn];
+  mi.thread_elements()[1] = c[fm * 8u + fn + 1u];
+  mj = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.5f);
+  simdgroup_multiply_accumulate_rows16(mi, mj, ma, mat, mb);
   for (uint e = 0; e < 2u; ++e) {
     d[fm * 8u + fn + e] = mc.thread_elements()[e];
     ee[fm * 8u + fn + e] = md.thread_elements()[e];
     ff[fm * 8u + fn + e] = float(mb.thread_elements()[e]);
     g[fm * 8u + fn + e] = mg.thread_elements()[e];
     h[fm * 8u + fn + e] = mh.thread_elements()[e];
+    ii[fm * 8u + fn + e] = mi.thread_elements()[e];
+    jj[fm * 8u + fn + e] = mj.thread_elements()[e];
   }
 """
-SIMDGROUP_PROBE = KernelSpec("simdgroup_probe", ("a", "b", "c"), ("d", "ee", "ff", "g", "h"), SIMDGROUP_PROBE_SOURCE,
+SIMDGROUP_PROBE = KernelSpec("simdgroup_probe", ("a", "b", "c"), ("d", "ee", "ff", "g", "h", "ii", "jj"),
+                             SIMDGROUP_PROBE_SOURCE,
                              header=mq.HEADER)  # the fragment layout names for Metal (the CUDA prelude has its own)
 
 
 def probe_launch(a: mx.array, b: mx.array, c: mx.array, transpose: bool) -> Launch:
     return Launch(SIMDGROUP_PROBE, (a, b, c), (("TRANSPOSE", transpose),), grid=(32, 1, 1), threadgroup=(32, 1, 1),
-                  output_shapes=((64,),) * 5, output_dtypes=(mx.float32,) * 5)
+                  output_shapes=((64,),) * 7, output_dtypes=(mx.float32,) * 7)
 
 
 @pytest.mark.arms("metal", "cuda")
@@ -130,13 +140,16 @@ def test_simdgroup_matrix_semantics(arm, gate, transpose):
     """Small integers: half holds them exactly and every product and sum is exact in float32."""
     rng = np.random.default_rng(int(transpose))
     a, b, c = (rng.integers(-8, 9, (8, 8)).astype(np.float32) for _ in range(3))
-    d, e, f, g, h = probe_launch(*(mx.array(x.reshape(-1)) for x in (a, b, c)), transpose).run(arm)
+    d, e, f, g, h, i, j = probe_launch(*(mx.array(x.reshape(-1)) for x in (a, b, c)), transpose).run(arm)
     at, bt = (a.T, b.T) if transpose else (a, b)
     checks = ((d, a @ bt + c, "simdgroup D = A*B + C in the fragment layout"),
               (e, a @ bt + np.float32(0.5), "make_filled_simdgroup_matrix(0.5) as C"),
               (f, bt, "thread_elements() of a loaded matrix (transposed storage resolved on CUDA)"),
               (g, at @ bt, "both operands loaded with the transpose flag"),
-              (h, a @ bt, "float operands (the shuffle emulation on CUDA)"))
+              (h, a @ bt, "float operands (the shuffle emulation on CUDA)"),
+              (i, a @ bt + c, "simdgroup_multiply_accumulate_rows16: the first tile, A * B + C"),
+              (j, at @ bt + np.float32(0.5), "simdgroup_multiply_accumulate_rows16: the second tile (transposed "
+               "storage when TRANSPOSE), A' * B + 0.5"))
     for out, expected, what in checks:
         gate.bit_exact(out.reshape(8, 8), mx.array(expected.astype(np.float32)), what=what, kernel="simdgroup_probe")
 
@@ -166,7 +179,7 @@ def test_decode_kernels_compile_as_cuda(tmp_path):
 def test_units_carry_the_simdgroup_prelude_and_strides():
     """The rendered units hold both prelude files, and the strided inputs get their Strides parameters."""
     q, kv = mx.zeros((1, 4, 2, 64), mx.bfloat16), mx.zeros((1, 2, 40, 64), mx.bfloat16)
-    source = mq.partial_launch(q, kv, kv, 1).cuda_source()
+    source = mq.partial_launch(q, kv, kv, mx.ones((1,), q.dtype), 1).cuda_source()
     assert "MLXGATE_METAL_COMPAT_CUH" in source and "MLXGATE_METAL_SIMDGROUP_CUH" in source
     assert source.index("MLXGATE_METAL_COMPAT_CUH") < source.index("MLXGATE_METAL_SIMDGROUP_CUH")
     signature = source.rsplit("__global__ void ", 1)[1].split(") {", 1)[0]
