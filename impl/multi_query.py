@@ -16,12 +16,14 @@ Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
   4-element aligned, as every slice along heads or tokens of a cache does)
   and strided loads otherwise.
 * GQA: H = KVH * REP; query head h reads KV head ``h // REP``. The NQ = REP * L
-  query vectors of a KV head share one threadgroup (one SIMD group per 8-row
-  tile, at least 4: ``simdgroups``), so NQ <= 64 (``MAX_VECTORS``); above it a
-  ValueError names q.
+  query vectors of a KV head share one threadgroup (one SIMD group per
+  ``tiles_per_simdgroup`` 8-row tiles, at least 4: ``simdgroups``), so NQ <= 64
+  (``MAX_VECTORS``); above it a ValueError names q.
 * Causal, bottom-right: row (r, i) (head kv * REP + r, query i) sees keys
   ``j <= N - L + i``.
-* ``scale``: finite real, folded into q in T (``q * scale``) as the seed does.
+* ``scale``: finite real, folded into q in T (``q * scale`` rounded to T) as the
+  seed does; the kernel multiplies as it loads q (a one-element ``scale`` input
+  in T), the graph arm with an MLX multiply.
 * ``splits``: key splits (threadgroups per KV head), default
   ``default_splits(N, KVH)`` = clamp(min(ceil(N / 256), ceil(512 / KVH)), 1, 128)
   (the seed's ceil(N / 256) until the grid holds ``TARGET_THREADGROUPS``); an
@@ -38,7 +40,9 @@ Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
   ValueError / TypeError naming the argument, before any launch.
 
 Algorithm (every arm): a threadgroup = one KV head x one key split. Its
-query tile rows are loaded once as half fragments; for each block of BK keys
+query tile rows are loaded once as half fragments (a SIMD group holds
+``TILES`` tiles: 2 at D <= ``PAIR_MAX_HEAD_DIM`` when NQ > 8, so every K / V
+fragment it loads serves 16 rows; the rows' arithmetic is the same); for each block of BK keys
 of the split (``block_keys``: 32, or 16 at D = 256, where two padded 32-key
 blocks would pass Metal's 32 KiB of threadgroup memory), K and V are staged
 in threadgroup memory as half (rows D + 8 apart), S = Q . K^T on 8x8
@@ -73,12 +77,14 @@ that keep the Metal semantics, so that one source serves CUDA (where
 The CUDA prelude (``impl/kernels/metal_simdgroup.cuh``, its comment has the
 details) runs ``simdgroup_multiply_accumulate`` of half operands as one
 tensor-core ``mma.sync.m16n8k8`` (rows 8..15 zero) in the mma fragment
-layout; a K fragment loaded transposed is already the B operand, a V fragment
+layout, and ``simdgroup_multiply_accumulate_rows16`` (two tiles times one
+fragment; ``HEADER`` defines it as two Metal products) as one m16n8k8 whose
+16 rows are the two tiles; a K fragment loaded transposed is already the B operand, a V fragment
 takes one ``movmatrix`` transpose. ``MLXGATE_SIMDGROUP_EMULATE`` (defined
 before the prelude) brings back the shuffle emulation in Metal's layout; the
 nvcc test compiles both. A prelude edit renames the kernel (the preludes
 are part of every kernel's name: ``impl.kernels.compile.kernel_name``).
-A call runs scale, partial and merge as one ``mx.compile``d function per
+A call runs partial and merge as one ``mx.compile``d function per
 input signature, the ``TRACES_KEPT`` most recent kept (``_compiled_call``: a decode
 step's layers share N, so the first traces and the rest replay; measured on
 the H200, ``perf/runs/2026-11-29-h200-session3/call5/``).
@@ -102,9 +108,17 @@ stack frame, partial pass, 32/8/L8/D128, 16/8/L8/D256, 8/8/L1/D64):
   2 at D256.
 * fallback (``MLXGATE_SIMDGROUP_EMULATE``, now unrolled): bf16 130, 248, 72
   registers, no stack; ~2 s of nvcc per instance (32.6 s for the 15).
+* two tiles per SIMD group (``TILES_PER_SIMDGROUP = 2``, the scale folded into
+  the q load): bf16 168 / 0, 219 / 0 (D256: one tile), 114 / 0; f32 182 / 0;
+  64/8/L8/D128 bf16 168 at 128 threads (127 at 256 before); fallback 179, 248,
+  72, no stack. Still 3 threadgroups per SM at D128 bf16. A 2-SIMD-group
+  threadgroup (MIN_SIMDGROUPS = 2) was tried: 250 registers at D128 and a
+  40-byte spill at D256 (the staging registers double), so not used.
 
-No GPU numbers yet: ``/tmp/device_requests/multi_query.sh`` (correctness of
-both CUDA paths, timings against ``sdpa_rows[mlx]``, a splits sweep).
+GPU numbers: ``perf/runs/2026-11-29-h200-session3`` (call2a, call5) measured
+the one-tile kernel (``TILES_PER_SIMDGROUP = 1``): 0.163 ms at 32/8/L8/D128/N32k
+against 0.437 ms for eight single-row SDPA calls. The two-tile kernel is not
+measured yet (``/tmp/device_requests/multi_query_pack.sh``).
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
