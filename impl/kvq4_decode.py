@@ -3,7 +3,7 @@
 Contract (the seed's ``kvq4DecodeSdpa``, @mlx-bun/inference 1.0.0
 ``kernels/attention/kvq4-decode.ts``)::
 
-    kvq4_decode(q, keys, values, *, scale, block=512, arm=None) -> [1, H, 1, 256]
+    kvq4_decode(q, keys, values, *, scale, block=None, body="direct", arm=None) -> [1, H, 1, 256]
 
 * ``q`` [1, H, 1, 256]: one query row (B = 1, L = 1), float32 / float16 /
   bfloat16 (T). Output in T.
@@ -20,17 +20,37 @@ Contract (the seed's ``kvq4DecodeSdpa``, @mlx-bun/inference 1.0.0
   into 2 head groups); query head h reads KV head ``h // REP``.
 * ``scale``: finite real; ``q * scale`` is formed in T (MLX's op) before the
   kernel, as the seed does.
-* ``block``: tokens per threadgroup (the seed's 512 measured on an M4 Pro), any
-  int >= 1; it partitions the softmax, so it is part of the numbers.
+* ``block``: tokens per threadgroup, any int >= 1, or None: the body picks it
+  (``direct``: ``impl.paged_attention.partition_size`` from N and the heads;
+  ``seed``: the seed's 512, measured on an M4 Pro). It partitions the softmax,
+  so it is part of the numbers.
+* ``body``: which kernel body the compiled and graph arms run, ``"direct"``
+  (the default) or ``"seed"`` (``BODIES``; below).
 * ``kvq4_decode_eligible(q, keys, group_size, bits)`` says whether the seed's
   conditions hold (B = L = 1, D = 256, bits 4, group 64, an even GQA factor).
   ``kvq4_decode`` refuses anything else with a ValueError / TypeError naming
   the argument, before any launch. The compiled arms also need the combine
   buffers (``4 * (SUB * REP * 256 + 2 * SUB * REP)`` bytes of threadgroup
   memory) to fit the device: Metal's 32 KiB allows REP <= 6, CUDA's 48 KiB of
-  static shared memory REP <= 10; the graph arm has no such bound.
+  static shared memory REP <= 10; the graph arm has no such bound. That bound is
+  the seed body's: the direct body combines at most 4 query rows per threadgroup.
 
-Algorithm (every arm): a threadgroup is one KV head x one block of ``block``
+Bodies. ``direct``: the direct attention body of ``impl.paged_attention`` (its docstring
+has the algorithm: partitions of ``block`` tokens, one threadgroup per KV head x partition
+x chunk of up to 4 query rows, 8-token batches per SIMD group, a float32 online softmax per
+batch, the SIMD groups combined in threadgroup memory, then its merge kernel), in its
+``KVQ4`` layout: no block table, each plane read through its own strides
+(``STRIDED_PARTIAL``: views are never copied), a lane owns one packed word (8 dims of
+one group), dequantized in float32 as ``fma(scale, code, bias)`` and not rounded to T,
+and ``q * scale`` rounded to T in the kernel (the seed forms it in T with MLX's op, which
+rounds the scalar to T first: ``_in_dtype``). The graph arm is paged attention's
+(``graph_attention`` with the same layout). Why: on the H200 the paged affine body moved the
+same 4-bit bytes 1.4x faster than the seed body, which ncu found instruction-bound at 6% of
+DRAM bandwidth (``perf/RESULTS.md``); it also has no GQA bound and keeps one body for
+paged and contiguous caches.
+
+``seed`` (the seed's kernel, kept as the port of record and for caches the direct body is
+not measured on). Algorithm (every arm): a threadgroup is one KV head x one block of ``block``
 tokens: 8 SIMD groups = SUB = 4 token sub-chunks of ceil(block / 4) tokens x
 2 head groups of REP / 2 query heads. Each lane owns 8 of the 256 dims (one
 packed word) and dequantizes on load in float32, ``fma(scale, code, bias)``
@@ -41,7 +61,7 @@ runs over the sub-chunk's tokens. The 4 sub-chunks combine in threadgroup memory
 skipped), then a merge kernel combines the blocks the same way and divides,
 casting to T.
 
-Arms: ``metal`` / ``cuda`` compile the two bodies below, the seed's with two
+Arms (seed body): ``metal`` / ``cuda`` compile the two bodies below, the seed's with two
 port fixes that keep its Metal semantics: the last-axis stride of every plane
 is read (the seed assumed 1), and biases are read through their own strides
 (the seed used the scales' strides for both). ``graph`` is the same
@@ -54,7 +74,7 @@ is exact in float32), ``o * factor + e * v`` likewise, and the score's
 float32 matmul would run in TF32 on MLX's CUDA backend, see
 ``parity/test_kvq4_decode.py::test_float32_matmul_precision``).
 
-Gates: ``parity/test_kvq4_decode.py`` (error ratio against the float64 oracle
+Gates (both bodies, every test parametrized by ``body``): ``parity/test_kvq4_decode.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref`` on the K/V as the kernel dequantizes
 them, with the naive computation in T on ``mx.dequantize``-rounded K/V as
 baseline; KL through a fixed LM head against ``mx.dequantize`` +
@@ -62,8 +82,8 @@ baseline; KL through a fixed LM head against ``mx.dequantize`` +
 (Hypothesis: GQA 2..8, N across block and sub-chunk edges, blocks 64..512,
 strided and transposed planes, bad input).
 
-The compiled arms run scale, partial and merge as one ``mx.compile``d call per (arm, scale,
-block, input shapes) (``_compiled_pair``): built call by call, the two custom-kernel primitives
+The compiled arms run (scale,) partial and merge as one ``mx.compile``d call per (arm, scale,
+block, input shapes) (``_compiled_direct``, ``_compiled_pair``): built call by call, the two custom-kernel primitives
 cost more host time than the kernels at N = 32k on the H200. N is in the planes' shapes, so a
 trace serves one decode step's layers and only the most recent ``TRACES_KEPT`` are kept
 (``impl.kernels.compile`` says why: one function traced for every N leaks). Block sizes on the H200 (third pass of issue 10,
@@ -92,12 +112,15 @@ from typing import NamedTuple
 
 import mlx.core as mx
 
+from impl import paged_attention as direct
 from impl.arms import resolve_arm
 from impl.checks import check_int, check_scale
 from impl.kernels import TRACES_KEPT, KernelSpec, Launch, input_signature
+from impl.kv.quantization import Quantization
 
 __all__ = [
     "BITS",
+    "BODIES",
     "DTYPES",
     "GROUP_SIZE",
     "HEAD_DIM",
@@ -119,7 +142,8 @@ GROUP_SIZE = 64
 WORDS = HEAD_DIM * BITS // 32  # packed uint32 words per row: one per lane
 GROUPS = HEAD_DIM // GROUP_SIZE
 SUB = 4  # token sub-chunks per threadgroup
-KV4_DECODE_BLOCK = 512  # tokens per threadgroup, the seed's measured default
+KV4_DECODE_BLOCK = 512  # tokens per threadgroup, the seed's measured default (the seed body's)
+BODIES = ("direct", "seed")  # which kernel body runs the arms (module docstring)
 SIMD = 32
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 # Threadgroup memory a compiled arm may declare (bytes): Apple GPUs' limit, CUDA's static __shared__ limit.
@@ -308,7 +332,7 @@ def _check_planes(name: str, planes: QuantizedKV, dtype: mx.Dtype) -> tuple[int,
 
 
 
-def _validate(q, keys, values, scale, block) -> tuple[QuantizedKV, QuantizedKV, float, int]:
+def _validate(q, keys, values, scale, block, body) -> tuple[QuantizedKV, QuantizedKV, float, int | None]:
     if not isinstance(q, mx.array):
         raise TypeError(f"q must be an mx.array, got {type(q).__name__}")
     if q.ndim != 4 or q.shape[0] != 1 or q.shape[2] != 1:
@@ -327,7 +351,9 @@ def _validate(q, keys, values, scale, block) -> tuple[QuantizedKV, QuantizedKV, 
     if (h // kvh) % 2:
         raise ValueError(f"q has H={h} heads over KVH={kvh}: the GQA factor {h // kvh} must be even "
                          "(the kernel splits a KV head's queries into 2 head groups)")
-    return keys, values, check_scale(scale), check_int("block", block, minimum=1)
+    if not isinstance(body, str) or body not in BODIES:
+        raise ValueError(f"body must be one of {BODIES}, got {body!r}")
+    return keys, values, check_scale(scale), None if block is None else check_int("block", block, minimum=1)
 
 
 def _check_fits(arm: str, rep: int) -> None:
@@ -359,11 +385,20 @@ def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dt
                   output_shapes=((1, kvh * rep, 1, d),), output_dtypes=(dtype,))
 
 
-def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int = KV4_DECODE_BLOCK,
+def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int | None = None, body: str = "direct",
                 arm: str | None = None) -> mx.array:
-    """softmax(scale * q . K^T) V for one query row over a 4-bit group-64 cache (module docstring)."""
-    keys, values, scale, block = _validate(q, keys, values, scale, block)
+    """softmax(scale * q . K^T) V for one query row over a 4-bit group-64 cache (module docstring).
+
+    ``block``: tokens per threadgroup (a softmax partition: part of the numbers); None picks it
+    (``direct``: from N and the heads, as paged attention does; ``seed``: ``KV4_DECODE_BLOCK``).
+    ``body``: ``"direct"`` (the direct attention body of ``impl.paged_attention`` over this cache)
+    or ``"seed"`` (the seed's kernel).
+    """
+    keys, values, scale, block = _validate(q, keys, values, scale, block, body)
     arm = resolve_arm(arm)
+    if body == "direct":
+        return _direct(q, keys, values, scale, block, arm)
+    block = KV4_DECODE_BLOCK if block is None else block
     _check_fits(arm, q.shape[1] // keys.packed.shape[1])
     if arm == "graph":
         return _graph(_scaled(q, scale), keys, values, block)
@@ -387,6 +422,63 @@ def _compiled_pair(arm: str, scale: float, block: int, signature: tuple):
         return out
 
     return mx.compile(pair)
+
+
+# --- the direct body ------------------------------------------------------------
+
+
+class _Cache(NamedTuple):
+    """kvq4's planes as the direct body's storage: per KV head one "block" of all N tokens."""
+
+    keys: mx.array
+    values: mx.array
+    key_scales: mx.array
+    key_biases: mx.array
+    value_scales: mx.array
+    value_biases: mx.array
+    block_size: int
+    head_dim: int = HEAD_DIM
+    v_head_dim: int = HEAD_DIM
+    dtype: mx.Dtype = mx.bfloat16
+    quantization: Quantization = Quantization(bits=BITS, group_size=GROUP_SIZE)
+
+
+def _cache(keys: QuantizedKV, values: QuantizedKV) -> _Cache:
+    return _Cache(keys.packed, values.packed, keys.scales, keys.biases, values.scales, values.biases,
+                  block_size=keys.packed.shape[2], dtype=keys.scales.dtype)
+
+
+def _in_dtype(scale: float, dtype: mx.Dtype) -> float:
+    """``scale`` as ``q * scale`` sees it: MLX casts a Python scalar to the array's dtype."""
+    return mx.array(scale, dtype=dtype).astype(mx.float32).item()
+
+
+def _direct(q: mx.array, keys: QuantizedKV, values: QuantizedKV, scale: float, block: int | None,
+            arm: str) -> mx.array:
+    cache, scale = _cache(keys, values), _in_dtype(scale, q.dtype)
+    n = keys.packed.shape[2]
+    if arm == "graph":
+        span = direct.partition_span(q, cache, n, block)
+        return direct.graph_attention(q, cache, _FIRST_BLOCK, n, scale, span, direct.KVQ4)
+    inputs = (q, *keys[:3], *values[:3])
+    return _compiled_direct(arm, scale, block, input_signature(inputs))(*inputs)
+
+
+_FIRST_BLOCK = mx.zeros((1,), dtype=mx.int32)  # the graph arm's block table: every token in "block" 0
+
+
+@lru_cache(maxsize=TRACES_KEPT)
+def _compiled_direct(arm: str, scale: float, block: int | None, signature: tuple):
+    """Partial + merge of the direct body as one ``mx.compile``d call per input ``signature`` (N is in it)."""
+
+    def call(q, kp, ks, kb, vp, vs, vb):
+        cache = _Cache(kp, vp, ks, kb, vs, vb, block_size=kp.shape[2], dtype=ks.dtype)
+        launch = direct.strided_partial_launch(mx.contiguous(q), cache, kp.shape[2], scale, block)
+        parts, normal = launch.run(arm)
+        (out,) = direct.merge_launch(parts, normal, launch.inputs[4], q.dtype).run(arm)
+        return out
+
+    return mx.compile(call)
 
 
 # --- the graph arm -----------------------------------------------------------

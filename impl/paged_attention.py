@@ -44,6 +44,12 @@ max. Merge pass: per output element, rescale each partition by ``exp(max_p - max
 the summed values by the summed normalizers, cast to q's dtype. An empty partition (rows of the
 last partition beyond a query's causal limit) contributes max ``-inf``, sum 0: weight 0.
 
+The same body serves kvq4's contiguous 4-bit cache (``impl.kvq4_decode``, body ``direct``): its
+``KVQ4`` layout (``Layout``: template ``STRIDED``, ``ROUND_Q``) reads no block table, addresses
+token t of KV head h through each plane's own strides (``STRIDED_PARTIAL``, inputs not copied),
+keeps dequantized values in float32 and rounds ``q * scale`` to the dtype, as kvq4's seed does
+(``strided_partial_launch``; the graph arm takes the same ``layout``).
+
 Arms: ``metal`` / ``cuda`` compile the bodies below (one source for both dialects; the
 affine variant differs only in its two load blocks, as in the seed). Partial + merge run as
 one ``mx.compile``d pair per launch shape (``_plan`` remembers it with the device [scale,
@@ -53,7 +59,7 @@ cost more than the kernels at N = 32k on the H200 (55 us of Python per call ther
 call with a BlockTable now costs ~3 us of Python here plus the compiled call). The table is
 padded to a power of two and the partition buffers rounded up likewise, so a growing sequence
 retraces rarely.
-``graph`` (``_graph``) is the same computation in MLX ops: the same partitions and float32
+``graph`` (``graph_attention``) is the same computation in MLX ops: the same partitions and float32
 state; scores summed in each lane's order, then across lanes (``_lane_dot``);
 dequantize-on-load rounded to the pool dtype; the same merge and casts. Its liberties change
 only float32 rounding: inside a partition it takes the max, ``exp(s - max)`` and the sums at
@@ -111,6 +117,12 @@ __all__ = [
     "paged_attention_gather",
     "partial_launch",
     "partition_size",
+    "partition_span",
+    "strided_partial_launch",
+    "graph_attention",
+    "Layout",
+    "PAGED",
+    "KVQ4",
     "rows_per_threadgroup",
 ]
 
@@ -183,7 +195,8 @@ PARTIAL_SOURCE = """
     for (uint j = 0; j < JK; ++j)
       for (uint e = 0; e < VK; ++e) {
         const uint d = (j * 32 + lane) * VK + e;
-        qv[i][j * VK + e] = (r < ROWS && d < DK) ? float(q[(hq * N + query) * DK + d]) * geometry[0] : 0.0f;
+        const float x = (r < ROWS && d < DK) ? float(q[(hq * N + query) * DK + d]) * geometry[0] : 0.0f;
+        qv[i][j * VK + e] = ROUND_Q ? float(InT(x)) : x;  // ROUND_Q: q * scale formed in InT (kvq4's seed)
       }
   }
   float m[R], l[R], o[R][JV * VV];
@@ -197,20 +210,21 @@ PARTIAL_SOURCE = """
   // table entries of the group's next batch are read one batch ahead, so a batch waits on one
   // memory latency: TB sets how many bytes each wait brings.
   constexpr uint SPREAD = 32 / TB;  // lanes that end up holding one token's score
+  // STRIDED: one contiguous cache per KV head (kvq4's), read through the planes' strides; no table.
   uint block[TB];
   for (uint k = 0; k < TB; ++k) {
     const uint t = first + sg * TB + k;
-    block[k] = table[min(t, stop - 1) / BS];  // past the end: a live token's block, masked below
+    block[k] = STRIDED ? 0 : table[min(t, stop - 1) / BS];  // past the end: a live token's block, masked below
   }
   for (uint t0 = first + sg * TB; t0 < stop; t0 += SG * TB) {
-    uint rows[TB];  // (physical block, head, slot) row index of each token
+    uint rows[TB];  // (physical block, head, slot) row index of each token; STRIDED: the token
     for (uint k = 0; k < TB; ++k) {
       const uint t = min(t0 + k, stop - 1);  // past the end: re-read a live token, masked below
-      rows[k] = (block[k] * HK + hk) * BS + t % BS;
+      rows[k] = STRIDED ? t : (block[k] * HK + hk) * BS + t % BS;
     }
     for (uint k = 0; k < TB; ++k) {
       const uint t = t0 + SG * TB + k;
-      if (t0 + SG * TB < stop) block[k] = table[min(t, stop - 1) / BS];
+      if (!STRIDED && t0 + SG * TB < stop) block[k] = table[min(t, stop - 1) / BS];
     }
     float dot[R][TB], vbuf[TB][JV * VV];
     for (uint k = 0; k < TB; ++k) {
@@ -218,7 +232,6 @@ PARTIAL_SOURCE = """
       for (uint j = 0; j < JK; ++j) {
         const uint d0 = (j * 32 + lane) * VK;
         if (d0 < DK) {
-          const uint at = rows[k] * DK + d0;
           float kx[8];
           LOAD_KEY
           for (uint i = 0; i < R; ++i)
@@ -230,7 +243,6 @@ PARTIAL_SOURCE = """
         float vx[8];
         for (uint e = 0; e < VV; ++e) vx[e] = 0.0f;
         if (d0 < DV) {
-          const uint at = rows[k] * DV + d0;
           LOAD_VALUE
         }
         for (uint e = 0; e < VV; ++e) vbuf[k][j * VV + e] = vx[e];
@@ -306,7 +318,8 @@ PARTIAL_SOURCE = """
 # The partial body's LOAD_KEY / LOAD_VALUE blocks: `lanes` dims of a K or V row, from element `at`
 # of `plane`, into the float registers `dest`. Plain pools: one 4-vector load when lanes == 4
 # (the row length allows it), else element loads.
-PLAIN_LOAD = """if ({lanes} == 4) {{
+PLAIN_LOAD = """const uint at = rows[k] * {width} + d0;  // element of this lane's dims in the row-major pool
+          if ({lanes} == 4) {{
             const float4 w = float4(*(const DEVICE_MEM metal::vec<InT, 4>*)({plane} + at));
             {dest}[0] = w.x; {dest}[1] = w.y; {dest}[2] = w.z; {dest}[3] = w.w;
           }} else {{
@@ -316,15 +329,33 @@ PLAIN_LOAD = """if ({lanes} == 4) {{
 # scale group; each element is dequantized on load and rounded to the pool dtype:
 # float(InT(scale * code + bias)).
 AFFINE_LOAD = """{{
+            const uint at = rows[k] * {width} + d0;  // dim index in the row-major pool
             const uint word = {plane}[at / PACK] >> ((at % PACK) * BITS);  // this lane's part of the word
             const float s = float({scales}[at / GROUP]), b = float({biases}[at / GROUP]);
             for (uint e = 0; e < {lanes}; ++e)
               {dest}[e] = float(InT(fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b)));
           }}"""
-LOAD_PLAIN = {"LOAD_KEY": PLAIN_LOAD.format(plane="keys", dest="kx", lanes="VK"),
-              "LOAD_VALUE": PLAIN_LOAD.format(plane="values", dest="vx", lanes="VV")}
-LOAD_AFFINE = {"LOAD_KEY": AFFINE_LOAD.format(plane="keys", scales="ks", biases="kb", dest="kx", lanes="VK"),
-               "LOAD_VALUE": AFFINE_LOAD.format(plane="values", scales="vs", biases="vb", dest="vx", lanes="VV")}
+# kvq4's cache (STRIDED): plane[head, token, word] at the planes' own strides (a slice of a larger
+# cache, a transpose: never copied), dequantized in float32 and not rounded (the seed's numerics).
+STRIDED_AFFINE_LOAD = """{{
+            const ulong token = ulong(rows[k]), head = ulong(hk);
+            const uint word = {plane}[head * {plane}_strides[1] + token * {plane}_strides[2]
+                                      + ulong(d0 / PACK) * {plane}_strides[3]] >> ((d0 % PACK) * BITS);
+            const float s = float({scales}[head * {scales}_strides[1] + token * {scales}_strides[2]
+                                           + ulong(d0 / GROUP) * {scales}_strides[3]]);
+            const float b = float({biases}[head * {biases}_strides[1] + token * {biases}_strides[2]
+                                           + ulong(d0 / GROUP) * {biases}_strides[3]]);
+            for (uint e = 0; e < {lanes}; ++e)
+              {dest}[e] = fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b);
+          }}"""
+LOAD_PLAIN = {"LOAD_KEY": PLAIN_LOAD.format(plane="keys", dest="kx", lanes="VK", width="DK"),
+              "LOAD_VALUE": PLAIN_LOAD.format(plane="values", dest="vx", lanes="VV", width="DV")}
+LOAD_AFFINE = {
+    "LOAD_KEY": AFFINE_LOAD.format(plane="keys", scales="ks", biases="kb", dest="kx", lanes="VK", width="DK"),
+    "LOAD_VALUE": AFFINE_LOAD.format(plane="values", scales="vs", biases="vb", dest="vx", lanes="VV", width="DV")}
+LOAD_STRIDED_AFFINE = {
+    "LOAD_KEY": STRIDED_AFFINE_LOAD.format(plane="keys", scales="ks", biases="kb", dest="kx", lanes="VK"),
+    "LOAD_VALUE": STRIDED_AFFINE_LOAD.format(plane="values", scales="vs", biases="vb", dest="vx", lanes="VV")}
 
 MERGE_SOURCE = """
   // One threadgroup per output row: 32 dims x 8 slices of the partitions, then a reduction.
@@ -371,6 +402,10 @@ PARTIAL = KernelSpec("paged_attention_partial", ("q", "keys", "values", "table",
 QUANTIZED_PARTIAL = KernelSpec("paged_attention_affine_partial",
                                ("q", "keys", "values", "table", "geometry", "ks", "kb", "vs", "vb"), ("out", "normal"),
                                _with_loads(LOAD_AFFINE), header=HEADER)
+# The same body over kvq4's strided cache: the planes keep their layout (MLX passes their strides).
+STRIDED_PARTIAL = KernelSpec("direct_attention_strided_affine_partial",
+                             ("q", "keys", "values", "table", "geometry", "ks", "kb", "vs", "vb"), ("out", "normal"),
+                             _with_loads(LOAD_STRIDED_AFFINE), header=HEADER, ensure_row_contiguous=False)
 MERGE = KernelSpec("paged_attention_merge", ("parts", "normal", "geometry"), ("out",), MERGE_SOURCE)
 
 
@@ -503,7 +538,7 @@ def partition_size(length: int, threadgroups_per_partition: int) -> int:
     return max(1, quanta) * PARTITION_QUANTUM
 
 
-def _span(q: mx.array, storage: PagedStorage, length: int, partition: int | None) -> int:
+def partition_span(q: mx.array, storage: PagedStorage, length: int, partition: int | None) -> int:
     """The partition every arm uses: the caller's, or ``partition_size`` for this launch's threadgroups."""
     _, hq, n, _ = q.shape
     return _span_of(hq, n, storage.keys.shape[1], storage.v_head_dim, length, partition)
@@ -531,23 +566,67 @@ def partial_launch(q: mx.array, storage: PagedStorage, table, length: int, scale
     """The partial pass's call (inputs, template, grid): one threadgroup per (partition, KV head, row chunk).
     ``table``: a ``BlockTable`` (its padded device copy is read) or an int32 mx.array."""
     _, hq, n, _ = q.shape
-    span = _span(q, storage, length, partition)
+    span = partition_span(q, storage, length, partition)
     shape = _partial_shape(hq, n, storage.keys.shape[1], storage.head_dim, storage.v_head_dim, storage.block_size,
-                           storage.dtype, _quant_key(storage.quantization), length, span)
+                           storage.dtype, _quant_key(storage.quantization), length, span, PAGED)
     table = table.padded if isinstance(table, BlockTable) else table
     return Launch(shape.spec, (q, storage.keys, storage.values, table, _geometry(scale, length, span), *planes),
                   shape.template, shape.grid, shape.threadgroup, shape.output_shapes, (mx.float32, mx.float32))
+
+
+def strided_partial_launch(q: mx.array, storage: PagedStorage, length: int, scale: float,
+                           partition: int | None = None) -> Launch:
+    """The partial pass over a strided affine cache (``KVQ4`` layout: kvq4's numerics).
+
+    ``storage.keys`` / ``values`` are uint32 [1, Hkv, N, D*bits/32] views (any strides: MLX hands the
+    kernel their strides), the scale and bias planes [1, Hkv, N, D/group]; ``q`` must be row-contiguous
+    (this spec does not ask MLX to copy its inputs); ``scale`` is applied in float32 and the product
+    rounded to q's dtype, so pass the scale as the dtype holds it to reproduce ``q * scale`` in T.
+    """
+    _, hq, n, _ = q.shape
+    span = partition_span(q, storage, length, partition)
+    shape = _partial_shape(hq, n, storage.keys.shape[1], storage.head_dim, storage.v_head_dim, 1,
+                           storage.dtype, _quant_key(storage.quantization), length, span, KVQ4)
+    planes = (storage.key_scales, storage.key_biases, storage.value_scales, storage.value_biases)
+    return Launch(shape.spec, (q, storage.keys, storage.values, _no_table(), _geometry(scale, length, span), *planes),
+                  shape.template, shape.grid, shape.threadgroup, shape.output_shapes, (mx.float32, mx.float32))
+
+
+@lru_cache(maxsize=1)
+def _no_table() -> mx.array:
+    return mx.zeros((1,), dtype=mx.int32)  # the strided layout reads no block table; the input must exist
 
 
 def _quant_key(quantization) -> tuple[int, int] | None:
     return None if quantization is None else (quantization.bits, quantization.group_size)
 
 
+class Layout(NamedTuple):
+    """How the partial finds and rounds its operands.
+
+    ``strided``: K/V are one contiguous-per-head cache read through the planes' strides (kvq4's
+    layout; no block table) instead of a paged pool. ``round_q``: q * scale is rounded to the
+    dtype (kvq4's seed forms it in T before its kernel) instead of kept in float32.
+    ``round_kv``: dequantized K/V are rounded to the dtype (paged pools: ``float(InT(s*c + b))``)
+    instead of kept in float32 (kvq4's seed). Only affine pools dequantize.
+    """
+
+    strided: bool = False
+    round_q: bool = False
+    round_kv: bool = True
+
+
+PAGED = Layout()
+KVQ4 = Layout(strided=True, round_q=True, round_kv=False)
+
+
 @lru_cache(maxsize=256)
 def _partial_shape(hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, dtype: mx.Dtype,
-                   quant: tuple[int, int] | None, length: int, span: int) -> "_LaunchShape":
+                   quant: tuple[int, int] | None, length: int, span: int, layout: Layout) -> "_LaunchShape":
     """The partial's launch without inputs (spec, template, grid, outputs): a pure function of the
     shapes, remembered because every layer of a decode step asks for the same one."""
+    if layout not in (PAGED, KVQ4) or (layout.strided and quant is None):
+        raise ValueError(f"layout must be PAGED or, for an affine cache, KVQ4; got {layout}")
     rows = rows_per_threadgroup(hq, hk, n, dv)
     chunks = -(-(hq // hk) * n // rows)
     # Partition buffers and the grid are rounded up to a power of two: a growing sequence then gets a
@@ -557,11 +636,11 @@ def _partial_shape(hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, 
     template = [("HQ", hq), ("HK", hk), ("N", n), ("DK", dk), ("DV", dv), ("BS", block_size),
                 ("R", rows), ("SG", SIMDGROUPS), ("TB", BATCH_TOKENS),
                 ("VK", _lanes(dk, bits)), ("VV", _lanes(dv, bits)),
-                ("InT", dtype)]
+                ("STRIDED", layout.strided), ("ROUND_Q", layout.round_q), ("InT", dtype)]
     spec = PARTIAL
     if quant is not None:
         template += [("BITS", quant[0]), ("GROUP", quant[1]), ("PACK", 32 // quant[0])]
-        spec = QUANTIZED_PARTIAL
+        spec = STRIDED_PARTIAL if layout.strided else QUANTIZED_PARTIAL
     threads = SIMD * SIMDGROUPS
     return _LaunchShape(spec, tuple(template), (threads * parts, hk * chunks, 1), (threads, 1, 1),
                         ((hq, n, parts, dv), (hq, n, parts, 2)))
@@ -603,7 +682,7 @@ def paged_attention(q: mx.array, storage: PagedStorage, block_table, length: int
     table, scale, planes = _validate(q, storage, block_table, length, scale, direct=True)
     partition = check_partition(partition)
     if arm == "graph":
-        return _graph(q, storage, table.device, length, scale, _span(q, storage, length, partition))
+        return graph_attention(q, storage, table.device, length, scale, partition_span(q, storage, length, partition))
     # The table comes zero-padded to a power-of-two length (entries past length are never read), so the
     # compiled pair sees a new table shape only when the sequence doubles.
     _, hq, n, _ = q.shape
@@ -620,7 +699,7 @@ def _plan(arm: str, hq: int, n: int, hk: int, dk: int, dv: int, block_size: int,
     step makes the same call, so after the first only this lookup remains between the checks and
     the launch: the host cost per call on the H200 was more than the kernels' time at N = 32k."""
     span = _span_of(hq, n, hk, dv, length, partition)
-    shape = _partial_shape(hq, n, hk, dk, dv, block_size, dtype, quant, length, span)
+    shape = _partial_shape(hq, n, hk, dk, dv, block_size, dtype, quant, length, span, PAGED)
     pair = _compiled_pair(arm, shape.spec, shape.template, shape.grid, shape.threadgroup, shape.output_shapes, dtype)
     return pair, _geometry(scale, length, span)
 
@@ -647,8 +726,9 @@ def _compiled_pair(arm: str, spec: KernelSpec, template, grid, threadgroup, outp
 # --- the graph arm ---------------------------------------------------------
 
 
-def _load(storage: PagedStorage, which: str, physical: mx.array, slot: mx.array) -> mx.array:
-    """Token rows [T, Hkv, D] in float32, as the kernel reads them (dequantized and rounded to InT)."""
+def _load(storage: PagedStorage, which: str, physical: mx.array, slot: mx.array, round_kv: bool = True) -> mx.array:
+    """Token rows [T, Hkv, D] in float32, as the kernel reads them (dequantized, then rounded to InT
+    when ``round_kv``)."""
     plane = storage.keys if which == "keys" else storage.values
     rows = plane[physical, :, slot]  # [T, Hkv, width]
     if storage.quantization is None:
@@ -662,7 +742,8 @@ def _load(storage: PagedStorage, which: str, physical: mx.array, slot: mx.array)
     codes = (rows[..., None] >> shifts) & ((1 << bits) - 1)  # element i of a word at bits i*BITS
     codes = codes.reshape(*rows.shape[:-1], -1).astype(mx.float32)
     scales, biases = mx.repeat(scales, group, axis=-1), mx.repeat(biases, group, axis=-1)
-    return (scales * codes + biases).astype(storage.dtype).astype(mx.float32)  # float(InT(s*q + b))
+    values = scales * codes + biases
+    return values.astype(storage.dtype).astype(mx.float32) if round_kv else values  # float(InT(s*q + b))
 
 
 def _lane_dot(q: mx.array, k: mx.array, per_lane: int) -> mx.array:
@@ -692,9 +773,10 @@ def _lane_dot(q: mx.array, k: mx.array, per_lane: int) -> mx.array:
     return lanes.sum(axis=-1)
 
 
-def _graph(q: mx.array, storage: PagedStorage, table: mx.array, length: int, scale: float,
-           span: int) -> mx.array:
-    """The kernels' partial + merge in MLX ops (the module docstring says where it differs)."""
+def graph_attention(q: mx.array, storage: PagedStorage, table: mx.array, length: int, scale: float,
+           span: int, layout: Layout = PAGED) -> mx.array:
+    """The kernels' partial + merge in MLX ops (the module docstring says where it differs).
+    A ``KVQ4`` layout passes its planes [1, Hkv, N, width] as one block of ``block_size`` N, table [0]."""
     _, hq, n, dk = q.shape
     hk, bs = storage.keys.shape[1], storage.block_size
     group, parts = hq // hk, -(-length // span)
@@ -702,12 +784,16 @@ def _graph(q: mx.array, storage: PagedStorage, table: mx.array, length: int, sca
     # Pad positions re-read the last live token (never a slot past length) and are masked below.
     live = mx.minimum(tokens, length - 1)
     physical, slot = table[live // bs], live % bs
-    k = _load(storage, "keys", physical, slot).transpose(1, 0, 2)  # [Hkv, T, Dk]
-    v = _load(storage, "values", physical, slot).transpose(1, 0, 2)  # [Hkv, T, Dv]
+    k = _load(storage, "keys", physical, slot, layout.round_kv).transpose(1, 0, 2)  # [Hkv, T, Dk]
+    v = _load(storage, "values", physical, slot, layout.round_kv).transpose(1, 0, 2)  # [Hkv, T, Dv]
     dv = v.shape[-1]
 
-    # head h = kv * group + r; the kernel folds the scale into q as it loads it
-    qf = q.astype(mx.float32).reshape(hk, group * n, dk) * mx.array(scale, dtype=mx.float32)
+    # head h = kv * group + r; the kernel folds the scale into q as it loads it (in float32, or rounded
+    # to q's dtype: a product of two values of the dtype is exact in float32, so this is MLX's q * scale)
+    qf = q.astype(mx.float32) * mx.array(scale, dtype=mx.float32)
+    if layout.round_q:
+        qf = qf.astype(q.dtype).astype(mx.float32)
+    qf = qf.reshape(hk, group * n, dk)
     bits = None if storage.quantization is None else storage.quantization.bits
     scores = _lane_dot(qf, k, _lanes(dk, bits))
     query = mx.arange(n).reshape(1, n, 1)

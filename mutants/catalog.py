@@ -256,14 +256,12 @@ CATALOG: tuple[Mutant, ...] = (
         ("properties/test_kvq4_decode_props.py::test_kv_heads_serve_their_query_heads[{arm}-seed]",)),
 
     Mutant(
-        "kvq4_direct_bias_from_scales",
-        "the direct body's strided load reads each group's bias from the scale plane (a copy-paste of the scale "
-        "read): every dequantized value is scale * (code + 1)",
+        "kvq4_direct_scale_bias_swapped",
+        "the direct body's strided (kvq4) load dequantizes as bias * code + scale instead of scale * code + bias",
         "kvq4_decode",
-        (body(PAGED, "const float b = float({biases}[head * {biases}_strides[1]",
-              "const float b = float({scales}[head * {biases}_strides[1]"),
-         graph(PAGED, 'biases = getattr(storage, f"{prefix}_biases")[physical, :, slot].astype(mx.float32)',
-               'biases = getattr(storage, f"{prefix}_scales")[physical, :, slot].astype(mx.float32)')),
+        (body(PAGED, "= fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b);",
+              "= fma(b, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), s);"),
+         graph(PAGED, "values = scales * codes + biases", "values = biases * codes + scales")),
         (KVQ4_DIRECT_GATE % "bfloat16-H4-KVH2-N97-block64-contiguous",)),
 
     # --- multi-query causal decode ----------------------------------------------

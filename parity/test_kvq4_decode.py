@@ -1,6 +1,6 @@
 """Parity gates of kvq4 decode (``impl.kvq4_decode``), every available arm.
 
-Per dtype (bf16 / f16 / f32) and geometry (GQA 2/4/6/8, MQA, blocks 512 / 256 /
+Per body (``BODIES``: the direct attention body, the default, and the seed's), dtype (bf16 / f16 / f32) and geometry (GQA 2/4/6/8, MQA, blocks 512 / 256 /
 100 / 64 and the default (a call without ``block``), cache lengths one past a
 block, sub-chunk remainders, a long cache, views of a larger cache):
 
@@ -28,14 +28,15 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from impl.kvq4_decode import KV4_DECODE_BLOCK, THREADGROUP_MEMORY, kvq4_decode, threadgroup_bytes
+from impl.kvq4_decode import BODIES, KV4_DECODE_BLOCK, THREADGROUP_MEMORY, kvq4_decode, threadgroup_bytes
 from properties.strategies import (build_kvq4_case, decode_error_floor, hoeffding_kl_limit, kvq4_oracles,
                                           lm_head)
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
 
 DTYPES = ["bfloat16", "float16", "float32"]
-# (H, KVH, N, block, layout); block None: the caller passes none (KV4_DECODE_BLOCK)
+# (H, KVH, N, block, layout); block None: the caller passes none (the body picks: direct from N and the heads,
+# seed KV4_DECODE_BLOCK). block is the softmax partition of either body.
 GEOMETRIES = [
     (4, 2, 97, 64, "contiguous"),  # GQA 2, one block + a partial one
     (12, 2, 301, 100, "window"),  # GQA 6, BLOCK not a multiple of SUB: ragged last sub-chunk
@@ -63,15 +64,16 @@ def mlx_path(case) -> mx.array:
 @pytest.mark.gate
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=geometry_id)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_kvq4_decode(arm, gate, dtype, geometry):
+@pytest.mark.parametrize("body", BODIES)
+def test_kvq4_decode(arm, gate, body, dtype, geometry):
     h, kvh, n, block, layout = geometry
     case = build_kvq4_case(np.random.default_rng(n), dtype=dtype, h=h, kvh=kvh, n=n,
                            block=KV4_DECODE_BLOCK if block is None else block, layout=layout)
-    if threadgroup_bytes(case.rep) > THREADGROUP_MEMORY.get(arm, float("inf")):
+    if body == "seed" and threadgroup_bytes(case.rep) > THREADGROUP_MEMORY.get(arm, float("inf")):
         pytest.skip(f"GQA {case.rep} needs {threadgroup_bytes(case.rep)} bytes of threadgroup memory, "
                     f"more than the {arm} arm has ({THREADGROUP_MEMORY[arm]})")
     blocking = {} if block is None else {"block": block}
-    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, arm=arm, **blocking)
+    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, body=body, arm=arm, **blocking)
     ref, base = kvq4_oracles(case)
     floor, why = decode_error_floor(ref, dtype, case.q, case.k32, case.v32, scale=case.scale)
     record = gate.error_ratio(out, ref, base, floor=floor,
@@ -113,21 +115,26 @@ def test_float32_matmul_precision(gate):
     assert relative <= 2.0**-10, relative
 
 
-def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch):
+COMPILED_CALLS = {"direct": ("_compiled_direct", None), "seed": ("_compiled_pair", KV4_DECODE_BLOCK)}
+
+
+@pytest.mark.parametrize("body", BODIES)
+def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch, body):
     """The compiled arms' trace cache: one function per input signature (N grows every decode step),
     the most recent few kept. One function traced for every N would keep each trace for the life of
     the process (impl.kvq4_decode's docstring: ~5 KB per length). Built, never run: no GPU needed."""
     import impl.kvq4_decode as kvq4
 
+    name, block = COMPILED_CALLS[body]
     asked = []  # the signatures kvq4_decode asks the cache for (a stand-in: nothing is traced or run)
     monkeypatch.setattr(kvq4, "resolve_arm", lambda arm: "cuda")
-    monkeypatch.setattr(kvq4, "_compiled_pair", lambda arm, scale, block, signature: (
+    monkeypatch.setattr(kvq4, name, lambda arm, scale, block, signature: (
         asked.append(signature) or (lambda *inputs: None)))
     for n in (100, 100, 101):  # two layers of one step, then the next step
         case = build_kvq4_case(np.random.default_rng(0), dtype="bfloat16", h=4, kvh=2, n=n)
-        kvq4.kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale)
+        kvq4.kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, body=body)
     assert asked[0] == asked[1] != asked[2]
     assert ((1, 2, 101, 32), mx.uint32) in asked[2]  # the packed keys' shape: N is in the key
     monkeypatch.undo()
-    check_bounded_trace_cache(kvq4._compiled_pair, ("cuda", 0.0625, 512),
+    check_bounded_trace_cache(getattr(kvq4, name), ("cuda", 0.0625, block),
                               lambda n: (((1, 8, 1, 256), mx.bfloat16), ((1, 2, n, 32), mx.uint32)))

@@ -7,10 +7,13 @@ has empty sub-chunks whose -inf partials the combine must skip), bf16 / f16 /
 f32, and K/V planes that are views of a larger cache poisoned with NaN scales
 and random codes (slices along tokens and heads, transposed storage).
 
+Every property holds for both bodies (``BODIES``: the direct attention body and the seed's).
+
 * the output matches the float64 oracle on the K/V as the kernel dequantizes
   them, under FlashAttention's error-ratio rule against the naive computation
   in T on ``mx.dequantize``'s K/V (and so is finite: a stray read would be NaN);
-  a compiled arm whose threadgroup memory cannot hold the GQA factor refuses it;
+  a compiled arm whose threadgroup memory cannot hold the GQA factor refuses it
+  (the seed body's combine buffers grow with it; the direct body's do not);
 * the layout is invisible: the views and contiguous copies of the same planes
   give the same bytes;
 * KV head k serves exactly query heads k*REP .. k*REP+REP-1: swapping the two
@@ -24,8 +27,8 @@ import mlx.core as mx
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from impl.kvq4_decode import (THREADGROUP_MEMORY, QuantizedKV, kvq4_decode, kvq4_decode_eligible, max_gqa_factor,
-                              threadgroup_bytes)
+from impl.kvq4_decode import (BODIES, THREADGROUP_MEMORY, QuantizedKV, kvq4_decode, kvq4_decode_eligible,
+                              max_gqa_factor, threadgroup_bytes)
 from properties.strategies.decode import build_kvq4_case, decode_error_floor, kvq4_cases, kvq4_oracles
 
 # The gate fixture is a stateless recorder: sharing it across examples is intended.
@@ -34,24 +37,25 @@ FIXTURES_OK = settings(suppress_health_check=[*settings.default.suppress_health_
 KERNEL = "kvq4_decode"
 
 
-def run(case, arm, *, q=None, keys=None, values=None, block=None):
+def run(case, arm, body="seed", *, q=None, keys=None, values=None, block=None):
     return kvq4_decode(case.q_mx if q is None else q, case.keys if keys is None else keys,
                        case.values if values is None else values, scale=case.scale,
-                       block=case.block if block is None else block, arm=arm)
+                       block=case.block if block is None else block, body=body, arm=arm)
 
 
-def fits(case, arm) -> bool:
-    return threadgroup_bytes(case.rep) <= THREADGROUP_MEMORY.get(arm, float("inf"))
+def fits(case, arm, body) -> bool:
+    return body == "direct" or threadgroup_bytes(case.rep) <= THREADGROUP_MEMORY.get(arm, float("inf"))
 
 
+@pytest.mark.parametrize("body", BODIES)
 @FIXTURES_OK
 @given(case=kvq4_cases())
-def test_matches_float64_oracle(arm, gate, case):
-    if not fits(case, arm):
+def test_matches_float64_oracle(arm, gate, body, case):
+    if not fits(case, arm, body):
         with pytest.raises(ValueError, match="threadgroup memory"):
-            run(case, arm)
+            run(case, arm, body)
         return
-    out = run(case, arm)
+    out = run(case, arm, body)
     assert out.shape == (1, case.h, 1, 256) and out.dtype == case.q_mx.dtype
     ref, base = kvq4_oracles(case)
     floor, why = decode_error_floor(ref, case.dtype, case.q, case.k32, case.v32, scale=case.scale)
@@ -63,11 +67,12 @@ def contiguous(planes: QuantizedKV) -> QuantizedKV:
     return QuantizedKV(*(mx.contiguous(p) for p in planes[:3]))
 
 
+@pytest.mark.parametrize("body", BODIES)
 @FIXTURES_OK
 @given(case=kvq4_cases(gqa=(2, 4), layouts=("slice", "window", "heads", "transposed"), max_n=300))
-def test_layout_is_invisible(arm, gate, case):
-    copied = run(case, arm, keys=contiguous(case.keys), values=contiguous(case.values))
-    gate.bit_exact(run(case, arm), copied, what=f"{case.layout} views vs contiguous copies of the same planes",
+def test_layout_is_invisible(arm, gate, body, case):
+    copied = run(case, arm, body, keys=contiguous(case.keys), values=contiguous(case.values))
+    gate.bit_exact(run(case, arm, body), copied, what=f"{case.layout} views vs contiguous copies of the same planes",
                    kernel=KERNEL, case=case.id)
 
 
@@ -75,14 +80,15 @@ def swap_heads(planes: QuantizedKV) -> QuantizedKV:
     return QuantizedKV(*(mx.concatenate([p[:, 1:2], p[:, 0:1]], axis=1) for p in planes[:3]))
 
 
+@pytest.mark.parametrize("body", BODIES)
 @FIXTURES_OK
 @given(case=kvq4_cases(gqa=(2, 6), max_n=300).filter(lambda c: c.kvh == 2))
-def test_kv_heads_serve_their_query_heads(arm, gate, case):
+def test_kv_heads_serve_their_query_heads(arm, gate, body, case):
     rep = case.rep
     q = case.q_mx
     swapped_q = mx.concatenate([q[:, rep:], q[:, :rep]], axis=1)
-    out = run(case, arm)
-    swapped = run(case, arm, q=swapped_q, keys=swap_heads(case.keys), values=swap_heads(case.values))
+    out = run(case, arm, body)
+    swapped = run(case, arm, body, q=swapped_q, keys=swap_heads(case.keys), values=swap_heads(case.values))
     gate.bit_exact(swapped, mx.concatenate([out[:, rep:], out[:, :rep]], axis=1),
                    what="KV heads swapped with their query head blocks", kernel=KERNEL, case=case.id)
 
@@ -103,6 +109,10 @@ def test_threadgroup_memory_bounds_the_gqa_factor():
     assert max_gqa_factor("metal") == 6 and max_gqa_factor("cuda") == 10 and max_gqa_factor("graph") is None
     case = small_case(h=24, kvh=2)  # GQA 12: beyond both devices, the graph arm has no such bound
     assert run(case, "graph").shape == (1, 24, 1, 256)
+    # the direct body's combine buffers hold at most MAX_ROWS query rows whatever the GQA factor
+    from impl.paged_attention import MAX_ROWS, SIMDGROUPS, THREADGROUP_MEMORY as DIRECT_LIMIT
+    assert 4 * SIMDGROUPS * MAX_ROWS * (256 + 2) <= DIRECT_LIMIT
+    assert mx.array_equal(run(case, "graph", "direct"), run(case, "graph", "direct")).item()
 
 
 def test_eligibility_follows_the_seed():
@@ -149,6 +159,8 @@ BAD_INPUTS = {
     "scale_nan": (lambda c: dict(scale=float("nan")), ValueError, "scale must be finite"),
     "scale_str": (lambda c: dict(scale="0.1"), TypeError, "scale must be a real number"),
     "arm": (lambda c: dict(arm="vulkan"), ValueError, "arm must be one of"),
+    "body": (lambda c: dict(body="fast"), ValueError, "body must be one of"),
+    "body_type": (lambda c: dict(body=None), ValueError, "body must be one of"),
 }
 
 

@@ -55,6 +55,24 @@ def paged_launches() -> list[Launch]:
     return launches
 
 
+def strided_launches() -> list[Launch]:
+    """The direct body over kvq4's strided cache (``KVQ4`` layout) per dtype: GQA 2 and 8 (two row chunks)."""
+    from impl import kvq4_decode as kvq4
+
+    launches = []
+    for dtype in DTYPES:
+        for h, kvh in ((4, 2), (8, 1)):
+            q = mx.zeros((1, h, 1, kvq4.HEAD_DIM), getattr(mx, dtype))
+            planes = kvq4.QuantizedKV(mx.zeros((1, kvh, 700, 32), mx.uint32), mx.zeros((1, kvh, 700, 4), getattr(mx, dtype)),
+                                      mx.zeros((1, kvh, 700, 4), getattr(mx, dtype)))
+            cache = kvq4._cache(planes, planes)
+            partial = paged.strided_partial_launch(q, cache, 700, 0.0625)
+            parts = mx.zeros(partial.output_shapes[0], mx.float32)
+            normal = mx.zeros(partial.output_shapes[1], mx.float32)
+            launches += [partial, paged.merge_launch(parts, normal, partial.inputs[4], getattr(mx, dtype))]
+    return launches
+
+
 def argmax_launches() -> list[Launch]:
     """The row kernel per dtype at a vector-path vocabulary (V % 4 == 0, 1024 threads) and an element-path one."""
     launches = []
@@ -67,7 +85,8 @@ def argmax_launches() -> list[Launch]:
 
 @pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_every_kernel_compiles_as_cuda(tmp_path):
-    failures = compile_batches(tmp_path, {"paged_attention": paged_launches(), "normalized_argmax": argmax_launches()})
+    failures = compile_batches(tmp_path, {"paged_attention": paged_launches() + strided_launches(),
+                                          "normalized_argmax": argmax_launches()})
     assert not failures, "nvcc could not compile the CUDA arm:\n" + "\n".join(failures)
 
 
