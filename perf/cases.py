@@ -20,6 +20,7 @@ Families (``benchmark`` names; kernel[arm] of each case):
   group-64 pool: ``paged_attention[arm]`` (dequantize on load) against
   ``gather_dequantize_sdpa[mlx]``.
 * ``kvq4_decode`` (D 256, 4-bit group-64 contiguous cache): ``kvq4_decode[arm]``
+  (the default body, ``direct``) and ``kvq4_decode_seed[arm]`` (the seed's body)
   against ``dequantize_sdpa[mlx]``; ``dense_decode`` holds ``sdpa[mlx]`` on the
   same shape in bf16 (the seed's claim: 4-bit K/V is ~0.28x the bytes).
 * ``multi_query`` (L rows, causal, bottom-right): ``multi_query_causal[arm]``
@@ -265,10 +266,10 @@ def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Gro
     nbytes = _decode_bytes(shape, _quantized_row_bytes(256, 4), table=False)
     flops = _decode_flops(shape)
 
-    def kernel(arm):
+    def kernel(arm, body="direct"):
         def build():
             x = inputs()
-            return (lambda: kvq4_decode(x["q"], x["keys"], x["values"], scale=scale, arm=arm))
+            return (lambda: kvq4_decode(x["q"], x["keys"], x["values"], scale=scale, body=body, arm=arm))
         return build
 
     def dequantize_sdpa():
@@ -286,6 +287,8 @@ def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Gro
         return (lambda: mx.fast.scaled_dot_product_attention(x["q"], x["k"], x["v"], scale=scale))
 
     cases = [Case("kvq4_decode", "kvq4_decode", arm, dims, DTYPE, nbytes, flops, kernel(arm)) for arm in arms]
+    cases += [Case("kvq4_decode", "kvq4_decode_seed", arm, dims, DTYPE, nbytes, flops, kernel(arm, "seed"),
+                   note="the seed's body") for arm in arms]
     cases.append(Case("kvq4_decode", "dequantize_sdpa", "mlx", dims, DTYPE, nbytes, flops, dequantize_sdpa))
     cases.append(Case("dense_decode", "sdpa", "mlx", dims, DTYPE, _decode_bytes(shape, 256 * ITEMSIZE, table=False),
                       flops, sdpa, note="the bf16 cache kvq4 replaces"))
