@@ -29,16 +29,20 @@ Algorithm (every arm): the sequence is cut into partitions of ``partition`` toke
 about ``TARGET_THREADGROUPS`` threadgroups; short sequences get 64, the seed's size).
 Partial pass: one threadgroup per (partition, KV head, chunk of up to ``MAX_ROWS`` of the
 G * n query rows that read that head), so K/V are read once per KV head, not per query head
-(GQA sharing, as kvq4 does). Its 4 SIMD groups take 8-token batches in turn; lane l owns dims
-(j * 32 + l) * V + e of a row (V = 4 plain: one 4-vector load; quantized: V = 32 / bits, one
-packed word, or less when a row has fewer than 32 words, so every lane works: ``_lanes``), so a
-warp reads each K and V row as one coalesced run, and a batch issues its 8
-K and 8 V rows together with the next batch's block-table entries read ahead. Scores are
-float32 dot products (each lane's fma chain, then a transpose-reduction: 9 shuffles give 8
-tokens' sums, lane l holding token l / 4's), q carrying ``scale`` (applied in float32 as q is
+(GQA sharing, as kvq4 does). Its 4 SIMD groups take 8-token batches in turn. LPR lanes read a
+row (``_lane_map``: 32, or 16 for plain pools when ``LANES_PER_ROW`` says so: half a SIMD group per
+token, two tokens per load instruction); lane l owns dims (j * LPR + l % LPR) * V + e of a row
+(plain: V = 8, one 16-byte load, for 16-bit rows of a multiple of 8 * LPR dims, else V = 4, one
+8- or 16-byte load; quantized: V = 32 / bits, one packed word, or less when a row has fewer than
+32 words, so every lane works: ``_lanes``), so LPR lanes read each K and V row as one coalesced
+run, and a batch issues its 8 K and 8 V rows together with the next batch's block-table entries
+read ahead. Scores are float32 dot products (each lane's fma chain, then a transpose-reduction
+over a row's lanes: LPR 32, 9 shuffles give 8 tokens' sums, lane l holding token l / 4's; LPR
+16, 5 shuffles give each half's 4), q carrying ``scale`` (applied in float32 as q is
 loaded); each batch makes one float32
-online-softmax step (one exp per lane, one rescale); weights reach the V accumulation by
-shuffle. Quantized pools dequantize on load: ``InT(scale * code + bias)`` rounded to the pool
+online-softmax step (one exp per lane, one rescale, skipped when the max stays); weights reach
+the V accumulation by shuffle (with LPR 16 each half accumulates its tokens; the halves are added
+at the end). Quantized pools dequantize on load: ``InT(scale * code + bias)`` rounded to the pool
 dtype, then widened. The SIMD groups combine in threadgroup memory, rescaled to their common
 max. Merge pass: per output element, rescale each partition by ``exp(max_p - max)`` and divide
 the summed values by the summed normalizers, cast to q's dtype. An empty partition (rows of the
@@ -124,6 +128,7 @@ __all__ = [
     "PAGED",
     "KVQ4",
     "rows_per_threadgroup",
+    "set_lane_map",
 ]
 
 DIRECT_MAX_QUERIES = 8
@@ -133,6 +138,18 @@ SIMDGROUPS = 4  # SIMD groups per partial threadgroup: four 8-token batches in f
 # wait brings but needs 211-255 registers (nvcc -Xptxas -v) against 128-168, and quantized pools
 # then use a stack frame: on the H200 it lost at every shape (perf/runs/2026-11-29-h200-session3/).
 BATCH_TOKENS = 8
+# Lanes that read one K/V row of a plain pool (template LPR): 32 (a SIMD group per token) or 16 (half
+# of one: a load instruction of the SIMD group brings two tokens' rows, and the score's reduction
+# and the weights' broadcast take half the shuffles). None: 16 when a row is at most HALF_ROW_BYTES
+# bytes (16 lanes x one 16-byte load: a bf16/f16 D128 row), else 32. Quantized pools always use 32.
+# 32 by default: at 32/8/D128 bf16 (4 rows per threadgroup) 16 lanes per row need 155 registers
+# against 119 (nvcc 13 -Xptxas -v, sm_90), 3 threadgroups per H200 SM instead of 4, for ~10% fewer
+# instructions per batch (PTX count): not measured on a GPU yet. Change with ``set_lane_map``.
+LANES_PER_ROW: int | None = SIMD
+HALF_ROW_BYTES = 256
+# Plain 16-bit pools read 8 elements per lane with one 16-byte load where a row allows it (D a
+# multiple of 8 * LPR, e.g. D256); False: 4 elements (one 8-byte load) per lane and load.
+WIDE_LOADS = True
 MAX_ROWS = 4  # query rows (GQA heads x query rows) one threadgroup serves: registers grow with it
 PARTITION_QUANTUM = 64  # partitions are whole multiples of this many tokens
 # Partitions are sized so that a launch has about this many threadgroups. An NVIDIA H200 has 132 SMs
@@ -169,12 +186,92 @@ HEADER = """
 #ifndef DEVICE_MEM
 #define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
 #endif
+
+// V = 8 or 4 consecutive elements of a plain row as float (the body's vector loads; the caller's
+// pointer is aligned to V elements: rows of a multiple of V elements, each lane starting at a
+// multiple of V). The 16-bit dtypes read them as one 16-byte (8-byte) load of 32-bit words and
+// widen each word's pair, element 2i the low half of word i: nvcc compiled the 4 x bfloat16 struct
+// load of metal::vec<T, 4> as four 2-byte loads. Float32 reads one 4-vector (V = 8: never given).
+struct Wide8 {
+  float v[8];
+};
+struct Wide4 {
+  float v[4];
+};
+
+template <typename T>
+METAL_FUNC Wide8 load8(const DEVICE_MEM T* p) {
+  Wide8 r;
+  for (uint e = 0; e < 8; ++e) r.v[e] = float(p[e]);
+  return r;
+}
+
+template <typename T>
+METAL_FUNC Wide4 load4(const DEVICE_MEM T* p) {
+  const float4 x = float4(*(const DEVICE_MEM metal::vec<T, 4>*)p);
+  return Wide4{{x.x, x.y, x.z, x.w}};
+}
+
+#if defined(__CUDACC__)
+#define PAGED_BF16 __nv_bfloat16
+#define PAGED_F16 __half
+METAL_FUNC float paged_bits_to_float(uint x) { return __uint_as_float(x); }
+METAL_FUNC float paged_half_to_float(uint x) { return __half2float(__ushort_as_half((unsigned short)x)); }
+#else
+#define PAGED_BF16 bfloat16_t
+#define PAGED_F16 half
+METAL_FUNC float paged_bits_to_float(uint x) { return as_type<float>(x); }
+METAL_FUNC float paged_half_to_float(uint x) { return float(as_type<half>(ushort(x))); }
+#endif
+
+template <>
+METAL_FUNC Wide8 load8<PAGED_BF16>(const DEVICE_MEM PAGED_BF16* p) {
+  const uint4 x = *(const DEVICE_MEM uint4*)p;
+  const uint w[4] = {x.x, x.y, x.z, x.w};
+  Wide8 r;
+  for (uint i = 0; i < 4; ++i) {  // a bfloat16 is the top half of its float32
+    r.v[2 * i] = paged_bits_to_float(w[i] << 16);
+    r.v[2 * i + 1] = paged_bits_to_float(w[i] & 0xffff0000u);
+  }
+  return r;
+}
+
+template <>
+METAL_FUNC Wide4 load4<PAGED_BF16>(const DEVICE_MEM PAGED_BF16* p) {
+  const uint2 x = *(const DEVICE_MEM uint2*)p;
+  return Wide4{{paged_bits_to_float(x.x << 16), paged_bits_to_float(x.x & 0xffff0000u),
+                paged_bits_to_float(x.y << 16), paged_bits_to_float(x.y & 0xffff0000u)}};
+}
+
+template <>
+METAL_FUNC Wide4 load4<PAGED_F16>(const DEVICE_MEM PAGED_F16* p) {
+  const uint2 x = *(const DEVICE_MEM uint2*)p;
+  return Wide4{{paged_half_to_float(x.x & 0xffffu), paged_half_to_float(x.x >> 16),
+                paged_half_to_float(x.y & 0xffffu), paged_half_to_float(x.y >> 16)}};
+}
+
+template <>
+METAL_FUNC Wide8 load8<PAGED_F16>(const DEVICE_MEM PAGED_F16* p) {
+  const uint4 x = *(const DEVICE_MEM uint4*)p;
+  const uint w[4] = {x.x, x.y, x.z, x.w};
+  Wide8 r;
+  for (uint i = 0; i < 4; ++i) {
+    r.v[2 * i] = paged_half_to_float(w[i] & 0xffffu);
+    r.v[2 * i + 1] = paged_half_to_float(w[i] >> 16);
+  }
+  return r;
+}
 """
 
 PARTIAL_SOURCE = """
   constexpr uint G = HQ / HK, ROWS = G * N, CHUNKS = (ROWS + R - 1) / R;
-  constexpr uint JK = (DK + 32 * VK - 1) / (32 * VK), JV = (DV + 32 * VV - 1) / (32 * VV);
+  // LPR lanes read a K or V row (32: the SIMD group; 16: half of it, so one load instruction of the
+  // SIMD group brings TPL = 2 tokens' rows). Lane l is lane `sub` = l % LPR of side l / LPR.
+  constexpr uint TPL = 32 / LPR;
+  static_assert(LPR == 32 || LPR == 16, "a row is read by a SIMD group or half of one");
+  constexpr uint JK = (DK + LPR * VK - 1) / (LPR * VK), JV = (DV + LPR * VV - 1) / (LPR * VV);
   const uint lane = thread_index_in_simdgroup, sg = simdgroup_index_in_threadgroup;
+  const uint sub = lane % LPR, side = lane / LPR;
   const uint part = threadgroup_position_in_grid.x;
   const uint hk = threadgroup_position_in_grid.y / CHUNKS, chunk = threadgroup_position_in_grid.y % CHUNKS;
   const uint length = uint(geometry[1]), span = uint(geometry[2]);
@@ -194,7 +291,7 @@ PARTIAL_SOURCE = """
     stop = max(stop, lim[i]);
     for (uint j = 0; j < JK; ++j)
       for (uint e = 0; e < VK; ++e) {
-        const uint d = (j * 32 + lane) * VK + e;
+        const uint d = (j * LPR + sub) * VK + e;
         const float x = (r < ROWS && d < DK) ? float(q[(hq * N + query) * DK + d]) * geometry[0] : 0.0f;
         qv[i][j * VK + e] = ROUND_Q ? float(InT(x)) : x;  // ROUND_Q: q * scale formed in InT (kvq4's seed)
       }
@@ -204,12 +301,14 @@ PARTIAL_SOURCE = """
     m[i] = -INFINITY; l[i] = 0.0f;
     for (uint j = 0; j < JV * VV; ++j) o[i][j] = 0.0f;
   }
-  // Each SIMD group takes batches of TB tokens (8 or 16), SG batches apart. Lane l's dims of a row
-  // are (j * 32 + l) * V + e: a warp reads a K or V row as one coalesced run of vectors. A batch
-  // issues its TB K rows and TB V rows together (2 * TB loads in flight per lane), and the block
-  // table entries of the group's next batch are read one batch ahead, so a batch waits on one
-  // memory latency: TB sets how many bytes each wait brings.
-  constexpr uint SPREAD = 32 / TB;  // lanes that end up holding one token's score
+  // Each SIMD group takes batches of TB tokens (8 or 16), SG batches apart. A lane reads KT = TB / TPL
+  // of them, token k * TPL + side for k < KT; its dims of a row are (j * LPR + sub) * V + e: LPR
+  // lanes read a K or V row as one coalesced run of vectors. A batch issues its K and V rows
+  // together (2 * KT loads in flight per lane), and the block table entries of the group's next
+  // batch are read one batch ahead, so a batch waits on one memory latency: TB sets how many bytes
+  // each wait brings.
+  constexpr uint KT = TB / TPL;
+  constexpr uint SPREAD = LPR / KT;  // lanes of a side that end up holding one token's score
   // STRIDED: one contiguous cache per KV head (kvq4's), read through the planes' strides; no table.
   uint block[TB];
   for (uint k = 0; k < TB; ++k) {
@@ -226,11 +325,15 @@ PARTIAL_SOURCE = """
       const uint t = t0 + SG * TB + k;
       if (!STRIDED && t0 + SG * TB < stop) block[k] = table[min(t, stop - 1) / BS];
     }
-    float dot[R][TB], vbuf[TB][JV * VV];
-    for (uint k = 0; k < TB; ++k) {
+    float dot[R][KT], vbuf[KT][JV * VV];
+    for (uint k = 0; k < KT; ++k) {
+      // This side's token: arithmetic, not a select between array elements, which the compiler turns
+      // into a lane-indexed array read (the array then lives in local memory).
+      uint row = rows[k * TPL];
+      if (TPL == 2) row += side * (rows[k * TPL + TPL - 1] - row);
       for (uint i = 0; i < R; ++i) dot[i][k] = 0.0f;
       for (uint j = 0; j < JK; ++j) {
-        const uint d0 = (j * 32 + lane) * VK;
+        const uint d0 = (j * LPR + sub) * VK;
         if (d0 < DK) {
           float kx[8];
           LOAD_KEY
@@ -239,7 +342,7 @@ PARTIAL_SOURCE = """
         }
       }
       for (uint j = 0; j < JV; ++j) {
-        const uint d0 = (j * 32 + lane) * VV;
+        const uint d0 = (j * LPR + sub) * VV;
         float vx[8];
         for (uint e = 0; e < VV; ++e) vx[e] = 0.0f;
         if (d0 < DV) {
@@ -248,15 +351,16 @@ PARTIAL_SOURCE = """
         for (uint e = 0; e < VV; ++e) vbuf[k][j * VV + e] = vx[e];
       }
     }
-    // Transpose-reduce the TB dots across the 32 lanes (TB - 1 + log2(SPREAD) shuffles, not TB x 5):
-    // each step halves the tokens a lane keeps and adds its partner's share of them; lane l ends with
-    // token l / SPREAD's score, as do the other lanes of its SPREAD (a + b == b + a exactly).
-    const uint mine = t0 + lane / SPREAD;
+    // Transpose-reduce the KT dots across a side's LPR lanes (KT - 1 + log2(SPREAD) shuffles, not
+    // KT x log2(LPR)): each step halves the tokens a lane keeps and adds its partner's share of them;
+    // lane l ends with its side's token sub / SPREAD's score, as do the other lanes of its SPREAD
+    // (a + b == b + a exactly).
+    const uint mine = t0 + (sub / SPREAD) * TPL + side;
     float p[R], factor[R], sum[R];
     for (uint i = 0; i < R; ++i) {
-      float a[TB];
-      for (uint k = 0; k < TB; ++k) a[k] = dot[i][k];
-      for (uint keep = TB / 2, bit = 16; keep >= 1; keep /= 2, bit /= 2) {  // (not `half`: a Metal type)
+      float a[KT];
+      for (uint k = 0; k < KT; ++k) a[k] = dot[i][k];
+      for (uint keep = KT / 2, bit = LPR / 2; keep >= 1; keep /= 2, bit /= 2) {  // (not `half`: a Metal type)
         const bool upper = (lane & bit) != 0;
         for (uint k = 0; k < keep; ++k)
           a[k] = (upper ? a[k + keep] : a[k]) + simd_shuffle_xor(upper ? a[k] : a[k + keep], bit);
@@ -273,25 +377,32 @@ PARTIAL_SOURCE = """
       factor[i] = none ? 1.0f : exp(m[i] - next);
       p[i] = none ? 0.0f : exp(score - next);
       m[i] = next;
-      for (uint j = 0; j < JV * VV; ++j) o[i][j] *= factor[i];
+      if (factor[i] != 1.0f)  // the max moved (uniform across the SIMD group); x * 1 == x: skip it
+        for (uint j = 0; j < JV * VV; ++j) o[i][j] *= factor[i];
       sum[i] = 0.0f;
     }
-    for (uint k = 0; k < TB; ++k)
+    for (uint k = 0; k < KT; ++k)
       for (uint i = 0; i < R; ++i) {
-        const float w = simd_shuffle(p[i], k * SPREAD);  // masked tokens (past stop included) weigh 0
+        const float w = simd_shuffle(p[i], side * LPR + k * SPREAD);  // masked tokens (past stop included) weigh 0
         sum[i] += w;
         for (uint j = 0; j < JV * VV; ++j) o[i][j] = fma(w, vbuf[k][j], o[i][j]);
       }
     for (uint i = 0; i < R; ++i) l[i] = fma(l[i], factor[i], sum[i]);
   }
+  // The sides took different tokens at the same max: add their sums (every lane gets the total).
+  for (uint bit = LPR; bit < 32; bit *= 2)
+    for (uint i = 0; i < R; ++i) {
+      l[i] += simd_shuffle_xor(l[i], bit);
+      for (uint j = 0; j < JV * VV; ++j) o[i][j] += simd_shuffle_xor(o[i][j], bit);
+    }
   // Combine the SIMD groups' states in threadgroup memory (rescaled to their common max).
   threadgroup float osh[SG * R * DV];
   threadgroup float msh[SG * R], lsh[SG * R];
   for (uint i = 0; i < R; ++i) {
     for (uint j = 0; j < JV; ++j)
       for (uint e = 0; e < VV; ++e) {
-        const uint d = (j * 32 + lane) * VV + e;
-        if (d < DV) osh[(sg * R + i) * DV + d] = o[i][j * VV + e];
+        const uint d = (j * LPR + sub) * VV + e;
+        if (side == 0 && d < DV) osh[(sg * R + i) * DV + d] = o[i][j * VV + e];
       }
     if (lane == 0) { msh[sg * R + i] = m[i]; lsh[sg * R + i] = l[i]; }
   }
@@ -316,12 +427,15 @@ PARTIAL_SOURCE = """
 """
 
 # The partial body's LOAD_KEY / LOAD_VALUE blocks: `lanes` dims of a K or V row, from element `at`
-# of `plane`, into the float registers `dest`. Plain pools: one 4-vector load when lanes == 4
-# (the row length allows it), else element loads.
-PLAIN_LOAD = """const uint at = rows[k] * {width} + d0;  // element of this lane's dims in the row-major pool
-          if ({lanes} == 4) {{
-            const float4 w = float4(*(const DEVICE_MEM metal::vec<InT, 4>*)({plane} + at));
-            {dest}[0] = w.x; {dest}[1] = w.y; {dest}[2] = w.z; {dest}[3] = w.w;
+# of `plane`, into the float registers `dest`. Plain pools: one 16-byte load of 8 elements when
+# lanes == 8 (16-bit dtypes, ``_lane_map``), one 4-vector load when lanes == 4, else element loads.
+PLAIN_LOAD = """const uint at = row * {width} + d0;  // element of this lane's dims in the row-major pool
+          if ({lanes} == 8) {{
+            const Wide8 w = load8({plane} + at);
+            for (uint e = 0; e < 8; ++e) {dest}[e] = w.v[e];
+          }} else if ({lanes} == 4) {{
+            const Wide4 w = load4({plane} + at);
+            for (uint e = 0; e < 4; ++e) {dest}[e] = w.v[e];
           }} else {{
             for (uint e = 0; e < {lanes}; ++e) {dest}[e] = float({plane}[at + e]);
           }}"""
@@ -329,7 +443,7 @@ PLAIN_LOAD = """const uint at = rows[k] * {width} + d0;  // element of this lane
 # scale group; each element is dequantized on load and rounded to the pool dtype:
 # float(InT(scale * code + bias)).
 AFFINE_LOAD = """{{
-            const uint at = rows[k] * {width} + d0;  // dim index in the row-major pool
+            const uint at = row * {width} + d0;  // dim index in the row-major pool
             const uint word = {plane}[at / PACK] >> ((at % PACK) * BITS);  // this lane's part of the word
             const float s = float({scales}[at / GROUP]), b = float({biases}[at / GROUP]);
             for (uint e = 0; e < {lanes}; ++e)
@@ -338,7 +452,7 @@ AFFINE_LOAD = """{{
 # kvq4's cache (STRIDED): plane[head, token, word] at the planes' own strides (a slice of a larger
 # cache, a transpose: never copied), dequantized in float32 and not rounded (the seed's numerics).
 STRIDED_AFFINE_LOAD = """{{
-            const ulong token = ulong(rows[k]), head = ulong(hk);
+            const ulong token = ulong(row), head = ulong(hk);
             const uint word = {plane}[head * {plane}_strides[1] + token * {plane}_strides[2]
                                       + ulong(d0 / PACK) * {plane}_strides[3]] >> ((d0 % PACK) * BITS);
             const float s = float({scales}[head * {scales}_strides[1] + token * {scales}_strides[2]
@@ -550,6 +664,42 @@ def _span_of(hq: int, n: int, hk: int, dv: int, length: int, partition: int | No
     return partition_size(length, hk * -(-(hq // hk) * n // rows_per_threadgroup(hq, hk, n, dv)))
 
 
+class _LaneMap(NamedTuple):
+    lanes: int  # LPR: lanes per K/V row
+    vk: int  # dims per lane per load of a K row
+    vv: int  # ... of a V row
+
+
+def _lane_map(dk: int, dv: int, dtype: mx.Dtype, bits: int | None) -> _LaneMap:
+    """How the partial's lanes read rows (``LANES_PER_ROW``, ``WIDE_LOADS``): lanes per row, and the
+    dims a lane takes per load of a K and a V row."""
+    if bits is not None:
+        return _LaneMap(SIMD, _lanes(dk, bits), _lanes(dv, bits))
+    lanes = LANES_PER_ROW
+    if lanes is None:
+        lanes = SIMD // 2 if max(dk, dv) * dtype.size <= HALF_ROW_BYTES else SIMD
+    if lanes not in (SIMD, SIMD // 2):
+        raise ValueError(f"LANES_PER_ROW must be None, {SIMD} or {SIMD // 2}, got {lanes}")
+
+    def per_lane(dim):
+        if WIDE_LOADS and dtype.size == 2 and dim % (8 * lanes) == 0:
+            return 8  # one 16-byte load (load8 in HEADER)
+        return _lanes(dim, None)
+
+    return _LaneMap(lanes, per_lane(dk), per_lane(dv))
+
+
+def set_lane_map(lanes_per_row: int | None = SIMD, wide_loads: bool = True) -> None:
+    """Choose ``LANES_PER_ROW`` and ``WIDE_LOADS`` for later calls (sweeps, tests) and forget the
+    launch shapes and plans remembered under the previous choice."""
+    global LANES_PER_ROW, WIDE_LOADS
+    if lanes_per_row not in (None, SIMD, SIMD // 2):
+        raise ValueError(f"lanes_per_row must be None, {SIMD} or {SIMD // 2}, got {lanes_per_row!r}")
+    LANES_PER_ROW, WIDE_LOADS = lanes_per_row, bool(wide_loads)
+    _partial_shape.cache_clear()
+    _plan.cache_clear()
+
+
 def _lanes(dim: int, bits: int | None) -> int:
     """Dims per lane per step: a 4-vector when dim allows it (plain), else one element; quantized
     (``bits``), one packed word, or a power-of-two part of one when a row has fewer words than a
@@ -632,10 +782,10 @@ def _partial_shape(hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, 
     # Partition buffers and the grid are rounded up to a power of two: a growing sequence then gets a
     # new launch shape (a retrace of the compiled pair) only when its partition count doubles.
     parts = padded_length(-(-length // span))
-    bits = None if quant is None else quant[0]
+    lanes = _lane_map(dk, dv, dtype, None if quant is None else quant[0])
     template = [("HQ", hq), ("HK", hk), ("N", n), ("DK", dk), ("DV", dv), ("BS", block_size),
-                ("R", rows), ("SG", SIMDGROUPS), ("TB", BATCH_TOKENS),
-                ("VK", _lanes(dk, bits)), ("VV", _lanes(dv, bits)),
+                ("R", rows), ("SG", SIMDGROUPS), ("TB", BATCH_TOKENS), ("LPR", lanes.lanes),
+                ("VK", lanes.vk), ("VV", lanes.vv),
                 ("STRIDED", layout.strided), ("ROUND_Q", layout.round_q), ("InT", dtype)]
     spec = PARTIAL
     if quant is not None:
@@ -746,10 +896,10 @@ def _load(storage: PagedStorage, which: str, physical: mx.array, slot: mx.array,
     return values.astype(storage.dtype).astype(mx.float32) if round_kv else values  # float(InT(s*q + b))
 
 
-def _lane_dot(q: mx.array, k: mx.array, per_lane: int) -> mx.array:
-    """q [H, R, D] . k [H, T, D] -> [H, R, T] summed as the kernel sums: lane l owns dims
-    (j * 32 + l) * per_lane + e and adds them in (j, e) order in float32, then the 32 lane sums
-    are added (the kernel's transpose-reduction adds them in a tree: rounding only).
+def _lane_dot(q: mx.array, k: mx.array, per_lane: int, lanes: int = SIMD) -> mx.array:
+    """q [H, R, D] . k [H, T, D] -> [H, R, T] summed as the kernel sums: of the ``lanes`` that read a
+    row, lane l owns dims (j * lanes + l) * per_lane + e and adds them in (j, e) order in float32,
+    then the lane sums are added (the kernel's transpose-reduction adds them in a tree: rounding only).
 
     A plain float32 matmul would do for the algebra, but not for the precision:
     MLX's CPU GEMV was measured less accurate than the kernel's order (one
@@ -757,20 +907,20 @@ def _lane_dot(q: mx.array, k: mx.array, per_lane: int) -> mx.array:
     1.5 for NumPy/OpenBLAS), enough to fail float32 error-ratio gates the kernel
     passes, and MLX's CUDA float32 matmul rounds its inputs to TF32.
     """
-    width = SIMD * per_lane
+    width = lanes * per_lane
     pad = -q.shape[-1] % width  # zero dims contribute exact zeros
     if pad:
         q = mx.pad(q, [(0, 0), (0, 0), (0, pad)])
         k = mx.pad(k, [(0, 0), (0, 0), (0, pad)])
     steps = q.shape[-1] // width
-    q = q.reshape(*q.shape[:-1], steps, SIMD, per_lane)
-    k = k.reshape(*k.shape[:-1], steps, SIMD, per_lane)
-    lanes = None  # [H, R, T, 32]: each lane's running sum over its dims, in the kernel's order
+    q = q.reshape(*q.shape[:-1], steps, lanes, per_lane)
+    k = k.reshape(*k.shape[:-1], steps, lanes, per_lane)
+    sums = None  # [H, R, T, lanes]: each lane's running sum over its dims, in the kernel's order
     for j in range(steps):
         for e in range(per_lane):
             step = q[:, :, None, j, :, e] * k[:, None, :, j, :, e]
-            lanes = step if lanes is None else lanes + step
-    return lanes.sum(axis=-1)
+            sums = step if sums is None else sums + step
+    return sums.sum(axis=-1)
 
 
 def graph_attention(q: mx.array, storage: PagedStorage, table: mx.array, length: int, scale: float,
@@ -795,7 +945,8 @@ def graph_attention(q: mx.array, storage: PagedStorage, table: mx.array, length:
         qf = qf.astype(q.dtype).astype(mx.float32)
     qf = qf.reshape(hk, group * n, dk)
     bits = None if storage.quantization is None else storage.quantization.bits
-    scores = _lane_dot(qf, k, _lanes(dk, bits))
+    lanes = _lane_map(dk, dv, storage.dtype, bits)
+    scores = _lane_dot(qf, k, lanes.vk, lanes.lanes)
     query = mx.arange(n).reshape(1, n, 1)
     visible = tokens.reshape(1, 1, -1) <= (length - n + query)  # bottom-right causal, [1, n, T]
     scores = mx.where(visible, scores.reshape(hk, group, n, -1), -mx.inf)

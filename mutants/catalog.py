@@ -161,6 +161,27 @@ CATALOG: tuple[Mutant, ...] = (
                "qf = q.astype(mx.float32)")),
         ("parity/test_decode_e2e.py::test_direct_path_is_kl_close_to_dense[{arm}-float32-p6-bs4]",)),
 
+    Mutant(
+        "paged_key_lanes_ignore_half_rows",
+        "the K loads keep the whole-SIMD-group lane map (j * 32 + lane) when 16 lanes read a row: q and K "
+        "dims disagree, half of the tokens read past the row",
+        "paged_attention",
+        (body(PAGED, "const uint d0 = (j * LPR + sub) * VK;", "const uint d0 = (j * 32 + lane) * VK;"),
+         graph(PAGED, "k = k.reshape(*k.shape[:-1], steps, lanes, per_lane)",
+               "k = k.reshape(*k.shape[:-1], steps, per_lane, lanes).swapaxes(-1, -2)")),
+        ("parity/test_paged_attention.py::test_dense_pool_half_simdgroup_rows[{arm}-bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8]",)),
+
+    Mutant(
+        "paged_bf16_pair_halves_swapped",
+        "the word loads of bfloat16 rows widen a 32-bit word's high half as the even element: each pair of "
+        "dims of K and V is swapped",
+        "paged_attention",
+        (body(PAGED, "return Wide4{{paged_bits_to_float(x.x << 16), paged_bits_to_float(x.x & 0xffff0000u),",
+              "return Wide4{{paged_bits_to_float(x.x & 0xffff0000u), paged_bits_to_float(x.x << 16),"),
+         graph(PAGED, "return rows.astype(mx.float32)",
+               "return rows.reshape(*rows.shape[:-1], -1, 2)[..., ::-1].reshape(rows.shape).astype(mx.float32)")),
+        (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",)),
+
     # --- normalized argmax -----------------------------------------------------
     Mutant(
         "argmax_ties_to_highest_id",
@@ -466,7 +487,15 @@ CATALOG: tuple[Mutant, ...] = (
         "kvq4_decode.host",
         (code(KVQ4, "return _compiled_pair(arm, scale, block, input_signature(inputs))(*inputs)",
               "return _compiled_pair(arm, scale, block, ())(*inputs)"),),
-        ("parity/test_kvq4_decode.py::test_compiled_calls_keep_a_bounded_trace_per_length",)),
+        ("parity/test_kvq4_decode.py::test_compiled_calls_keep_a_bounded_trace_per_length[seed]",)),
+    Mutant(
+        "kvq4_direct_one_trace_for_every_length",
+        "the direct body's compiled kvq4 call is one function for every cache length: MLX keeps a trace per "
+        "length for the life of the process",
+        "kvq4_decode.host",
+        (code(KVQ4, "return _compiled_direct(arm, scale, block, input_signature(inputs))(*inputs)",
+              "return _compiled_direct(arm, scale, block, ())(*inputs)"),),
+        ("parity/test_kvq4_decode.py::test_compiled_calls_keep_a_bounded_trace_per_length[direct]",)),
     Mutant(
         "multi_query_one_trace_for_every_length",
         "the compiled multi-query call is one function for every cache length: MLX keeps a trace per length "

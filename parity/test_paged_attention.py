@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import impl.paged_attention as paged
 from impl.paged_attention import paged_attention, paged_attention_gather
 from properties import strategies as sts
 from reference import metrics
@@ -114,6 +115,28 @@ def test_quantized_pool(arm, gate, dtype, quant, geometry):
                           "the float64 oracle as gather + mx.dequantize + mx.fast.scaled_dot_product_attention, "
                           f"plus the floor {floor:.3g} ({why or 'one output ULP at max|ref|'})"),
                      kernel=kernel, case=case.id)
+
+
+@pytest.fixture
+def half_simdgroup_rows():
+    """Plain rows read by 16 lanes (``LANES_PER_ROW = 16``: two tokens per load) for one test."""
+    previous = (paged.LANES_PER_ROW, paged.WIDE_LOADS)
+    paged.set_lane_map(16)
+    yield
+    paged.set_lane_map(*previous)
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", [GEOMETRIES[0], GEOMETRIES[2], GEOMETRIES[4]], ids=geometry_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dense_pool_half_simdgroup_rows(arm, gate, dtype, geometry, half_simdgroup_rows):
+    """The 16-lanes-per-row layout (V = 8 at D128 16-bit, V = 4 at D64 and D80) against the oracle."""
+    case = make_case(dtype, geometry)
+    out = direct(case, arm)
+    ref, base = sts.paged_oracles(case)
+    floor, why = sts.error_ratio_floor(case, ref)
+    gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel="paged_attention",
+                     case=f"{case.id}-lpr16")
 
 
 # --- through impl.kv --------------------------------------------------------

@@ -73,6 +73,17 @@ def strided_launches() -> list[Launch]:
     return launches
 
 
+def half_row_launches() -> list[Launch]:
+    """The plain partials with 16 lanes per row (``paged.set_lane_map(16)``), V = 8 and V = 4."""
+    previous = (paged.LANES_PER_ROW, paged.WIDE_LOADS)
+    paged.set_lane_map(16)
+    try:
+        return [launch for launch in paged_launches() if launch.spec is paged.PARTIAL
+                and dict(launch.template)["LPR"] == 16]
+    finally:
+        paged.set_lane_map(*previous)
+
+
 def argmax_launches() -> list[Launch]:
     """The row kernel per dtype at a vector-path vocabulary (V % 4 == 0, 1024 threads) and an element-path one."""
     launches = []
@@ -86,6 +97,7 @@ def argmax_launches() -> list[Launch]:
 @pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_every_kernel_compiles_as_cuda(tmp_path):
     failures = compile_batches(tmp_path, {"paged_attention": paged_launches() + strided_launches(),
+                                          "paged_attention_half_rows": half_row_launches(),
                                           "normalized_argmax": argmax_launches()})
     assert not failures, "nvcc could not compile the CUDA arm:\n" + "\n".join(failures)
 
