@@ -3,7 +3,7 @@
 Contract (the seed's ``kvq4DecodeSdpa``, @mlx-bun/inference 1.0.0
 ``kernels/attention/kvq4-decode.ts``)::
 
-    kvq4_decode(q, keys, values, *, scale, block=None, body="direct", arm=None) -> [1, H, 1, 256]
+    kvq4_decode(q, keys, values, *, scale, block=None, body=None, arm=None) -> [1, H, 1, 256]
 
 * ``q`` [1, H, 1, 256]: one query row (B = 1, L = 1), float32 / float16 /
   bfloat16 (T). Output in T.
@@ -24,8 +24,9 @@ Contract (the seed's ``kvq4DecodeSdpa``, @mlx-bun/inference 1.0.0
   (``direct``: ``impl.paged_attention.partition_size`` from N and the heads;
   ``seed``: the seed's 512, measured on an M4 Pro). It partitions the softmax,
   so it is part of the numbers.
-* ``body``: which kernel body the compiled and graph arms run, ``"direct"``
-  (the default) or ``"seed"`` (``BODIES``; below).
+* ``body``: which kernel body the compiled and graph arms run, ``"direct"`` or
+  ``"seed"`` (``BODIES``; below), or None: ``default_body`` picks ``direct``
+  except for one KV head, where the seed body is faster and fits (below).
 * ``kvq4_decode_eligible(q, keys, group_size, bits)`` says whether the seed's
   conditions hold (B = L = 1, D = 256, bits 4, group 64, an even GQA factor).
   ``kvq4_decode`` refuses anything else with a ValueError / TypeError naming
@@ -128,6 +129,7 @@ __all__ = [
     "SUB",
     "THREADGROUP_MEMORY",
     "QuantizedKV",
+    "default_body",
     "kvq4_decode",
     "kvq4_decode_eligible",
     "max_gqa_factor",
@@ -351,8 +353,8 @@ def _validate(q, keys, values, scale, block, body) -> tuple[QuantizedKV, Quantiz
     if (h // kvh) % 2:
         raise ValueError(f"q has H={h} heads over KVH={kvh}: the GQA factor {h // kvh} must be even "
                          "(the kernel splits a KV head's queries into 2 head groups)")
-    if not isinstance(body, str) or body not in BODIES:
-        raise ValueError(f"body must be one of {BODIES}, got {body!r}")
+    if body is not None and (not isinstance(body, str) or body not in BODIES):
+        raise ValueError(f"body must be None or one of {BODIES}, got {body!r}")
     return keys, values, check_scale(scale), None if block is None else check_int("block", block, minimum=1)
 
 
@@ -385,17 +387,31 @@ def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dt
                   output_shapes=((1, kvh * rep, 1, d),), output_dtypes=(dtype,))
 
 
-def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int | None = None, body: str = "direct",
+def default_body(kv_heads: int, gqa: int, arm: str) -> str:
+    """The body a call without ``body`` runs: ``direct``, except with one KV head when the seed body fits the
+    arm. With one KV head the direct body's parallelism is its partitions alone and their fixed costs
+    dominate: on the H200 (session 4, ``perf/runs/2026-11-30-h200-session4/``) 8/1/D256/N32k took
+    0.123 ms against the seed body's 0.086 (its partial ran at 12% occupancy, 219 registers, and the merge of
+    512 partitions took 25 us), while at 8 KV heads the direct body won (16/8/N128k 0.427 against 0.560,
+    32/8/N32k 0.214 against 0.276)."""
+    if kv_heads == 1 and threadgroup_bytes(gqa) <= THREADGROUP_MEMORY.get(arm, float("inf")):
+        return "seed"
+    return "direct"
+
+
+def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int | None = None, body: str | None = None,
                 arm: str | None = None) -> mx.array:
     """softmax(scale * q . K^T) V for one query row over a 4-bit group-64 cache (module docstring).
 
     ``block``: tokens per threadgroup (a softmax partition: part of the numbers); None picks it
     (``direct``: from N and the heads, as paged attention does; ``seed``: ``KV4_DECODE_BLOCK``).
-    ``body``: ``"direct"`` (the direct attention body of ``impl.paged_attention`` over this cache)
-    or ``"seed"`` (the seed's kernel).
+    ``body``: ``"direct"`` (the direct attention body of ``impl.paged_attention`` over this cache),
+    ``"seed"`` (the seed's kernel) or None (``default_body``).
     """
     keys, values, scale, block = _validate(q, keys, values, scale, block, body)
     arm = resolve_arm(arm)
+    kvh = keys.packed.shape[1]
+    body = default_body(kvh, q.shape[1] // kvh, arm) if body is None else body
     if body == "direct":
         return _direct(q, keys, values, scale, block, arm)
     block = KV4_DECODE_BLOCK if block is None else block

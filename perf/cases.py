@@ -20,7 +20,7 @@ Families (``benchmark`` names; kernel[arm] of each case):
   group-64 pool: ``paged_attention[arm]`` (dequantize on load) against
   ``gather_dequantize_sdpa[mlx]``.
 * ``kvq4_decode`` (D 256, 4-bit group-64 contiguous cache): ``kvq4_decode[arm]``
-  (the default body, ``direct``) and ``kvq4_decode_seed[arm]`` (the seed's body)
+  (the default body: ``impl.kvq4_decode.default_body``) and ``kvq4_decode_seed[arm]`` (the seed's body)
   against ``dequantize_sdpa[mlx]``; ``dense_decode`` holds ``sdpa[mlx]`` on the
   same shape in bf16 (the seed's claim: 4-bit K/V is ~0.28x the bytes).
 * ``multi_query`` (L rows, causal, bottom-right): ``multi_query_causal[arm]``
@@ -266,7 +266,7 @@ def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Gro
     nbytes = _decode_bytes(shape, _quantized_row_bytes(256, 4), table=False)
     flops = _decode_flops(shape)
 
-    def kernel(arm, body="direct"):
+    def kernel(arm, body=None):
         def build():
             x = inputs()
             return (lambda: kvq4_decode(x["q"], x["keys"], x["values"], scale=scale, body=body, arm=arm))

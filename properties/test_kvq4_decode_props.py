@@ -27,8 +27,8 @@ import mlx.core as mx
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from impl.kvq4_decode import (BODIES, THREADGROUP_MEMORY, QuantizedKV, kvq4_decode, kvq4_decode_eligible,
-                              max_gqa_factor, threadgroup_bytes)
+from impl.kvq4_decode import (BODIES, THREADGROUP_MEMORY, QuantizedKV, default_body, kvq4_decode,
+                              kvq4_decode_eligible, max_gqa_factor, threadgroup_bytes)
 from properties.strategies.decode import build_kvq4_case, decode_error_floor, kvq4_cases, kvq4_oracles
 
 # The gate fixture is a stateless recorder: sharing it across examples is intended.
@@ -115,6 +115,16 @@ def test_threadgroup_memory_bounds_the_gqa_factor():
     assert mx.array_equal(run(case, "graph", "direct"), run(case, "graph", "direct")).item()
 
 
+def test_default_body_is_direct_except_one_kv_head_where_the_seed_fits():
+    assert default_body(8, 2, "cuda") == default_body(2, 4, "metal") == default_body(2, 12, "graph") == "direct"
+    assert default_body(1, 8, "cuda") == default_body(1, 6, "metal") == default_body(1, 12, "graph") == "seed"
+    assert default_body(1, 12, "cuda") == default_body(1, 8, "metal") == "direct"  # the seed body would not fit
+    for h, kvh in ((4, 2), (8, 1)):  # a call without body runs the chosen one
+        case = small_case(h=h, kvh=kvh)
+        chosen = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=64, arm="graph")
+        assert mx.array_equal(chosen, run(case, "graph", default_body(kvh, h // kvh, "graph"))).item()
+
+
 def test_eligibility_follows_the_seed():
     case = small_case()
     assert kvq4_decode_eligible(case.q_mx, case.keys, 64, 4)
@@ -159,8 +169,8 @@ BAD_INPUTS = {
     "scale_nan": (lambda c: dict(scale=float("nan")), ValueError, "scale must be finite"),
     "scale_str": (lambda c: dict(scale="0.1"), TypeError, "scale must be a real number"),
     "arm": (lambda c: dict(arm="vulkan"), ValueError, "arm must be one of"),
-    "body": (lambda c: dict(body="fast"), ValueError, "body must be one of"),
-    "body_type": (lambda c: dict(body=None), ValueError, "body must be one of"),
+    "body": (lambda c: dict(body="fast"), ValueError, "body must be None or one of"),
+    "body_type": (lambda c: dict(body=3), ValueError, "body must be None or one of"),
 }
 
 
