@@ -117,8 +117,16 @@ stack frame, partial pass, 32/8/L8/D128, 16/8/L8/D256, 8/8/L1/D64):
 
 GPU numbers: ``perf/runs/2026-11-29-h200-session3`` (call2a, call5) measured
 the one-tile kernel (``TILES_PER_SIMDGROUP = 1``): 0.163 ms at 32/8/L8/D128/N32k
-against 0.437 ms for eight single-row SDPA calls. The two-tile kernel is not
-measured yet (``/tmp/device_requests/multi_query_pack.sh``).
+against 0.437 ms for eight single-row SDPA calls. The two-tile kernel with the
+folded scale (``perf/runs/2026-11-30-h200-session4/callA/multi_query_pack.txt``, one
+process): 0.137-0.154 ms across splits 32..128 against 0.138-0.146 for one tile, and
+0.349 ms for the eight single-row calls (2.4-2.6x); at 16/8/L8/D256 (one tile either
+way) 0.236 ms against 1.902 (8.1x). The breakdown at 32/8/L8/D128: partial alone
+0.119 ms, merge alone 0.024, a whole call at N = 64 (the per-call fixed cost) 0.042.
+Two tiles did not beat one there (within the 5-13% spread between processes); they
+stay the default because they issue half the mma and fragment instructions, and the
+pooled baseline (``perf/runs/2026-11-30-h200-session4/pooled``) has 0.174 ms against
+0.438 for the single-row calls (2.5x).
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in

@@ -137,6 +137,8 @@ SIMDGROUPS = 4  # SIMD groups per partial threadgroup: four 8-token batches in f
 # Tokens a SIMD group takes per step (a power of two dividing 32). 16 doubles the bytes each memory
 # wait brings but needs 211-255 registers (nvcc -Xptxas -v) against 128-168, and quantized pools
 # then use a stack frame: on the H200 it lost at every shape (perf/runs/2026-11-29-h200-session3/).
+# With the 16-bit word loads (fewer registers) it lost again: 32/8/D128/N32k 0.123 against 0.100 ms,
+# 16/8/D256/N128k 0.293 against 0.281 (perf/runs/2026-11-30-h200-session4/callB1/explore_b.txt).
 BATCH_TOKENS = 8
 # Lanes that read one K/V row of a plain pool (template LPR): 32 (a SIMD group per token) or 16 (half
 # of one: a load instruction of the SIMD group brings two tokens' rows, and the score's reduction
@@ -144,7 +146,9 @@ BATCH_TOKENS = 8
 # bytes (16 lanes x one 16-byte load: a bf16/f16 D128 row), else 32. Quantized pools always use 32.
 # 32 by default: at 32/8/D128 bf16 (4 rows per threadgroup) 16 lanes per row need 155 registers
 # against 119 (nvcc 13 -Xptxas -v, sm_90), 3 threadgroups per H200 SM instead of 4, for ~10% fewer
-# instructions per batch (PTX count): not measured on a GPU yet. Change with ``set_lane_map``.
+# instructions per batch (PTX count). Measured on the H200 (perf/runs/2026-11-30-h200-session4/callA/
+# paged_wide.txt, ms per call): 32/8/D128/N32k 32 lanes 0.108, 16 lanes 0.116, None 0.115; 16/8/D256/N128k
+# 32 lanes 0.286, 16 lanes 0.326. Change with ``set_lane_map``.
 LANES_PER_ROW: int | None = SIMD
 HALF_ROW_BYTES = 256
 # Plain 16-bit pools read 8 elements per lane with one 16-byte load where a row allows it (D a
