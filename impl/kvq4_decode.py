@@ -50,8 +50,8 @@ same 4-bit bytes 1.4x faster than the seed body, which ncu found instruction-bou
 DRAM bandwidth (``perf/RESULTS.md``); it also has no GQA bound and keeps one body for
 paged and contiguous caches.
 
-``seed`` (the seed's kernel, kept as the port of record and for caches the direct body is
-not measured on). Algorithm (every arm): a threadgroup is one KV head x one block of ``block``
+``seed`` (the seed's kernel: the port of record, and the default with one KV head, where it is
+faster: ``default_body``). Algorithm (every arm): a threadgroup is one KV head x one block of ``block``
 tokens: 8 SIMD groups = SUB = 4 token sub-chunks of ceil(block / 4) tokens x
 2 head groups of REP / 2 query heads. Each lane owns 8 of the 256 dims (one
 packed word) and dequantizes on load in float32, ``fma(scale, code, bias)``
@@ -391,7 +391,7 @@ def default_body(kv_heads: int, gqa: int, arm: str) -> str:
     """The body a call without ``body`` runs: ``direct``, except with one KV head when the seed body fits the
     arm. With one KV head the direct body's parallelism is its partitions alone and their fixed costs
     dominate: on the H200 (session 4, ``perf/runs/2026-11-30-h200-session4/``) 8/1/D256/N32k took
-    0.123 ms against the seed body's 0.086 (its partial ran at 12% occupancy, 219 registers, and the merge of
+    0.123-0.133 ms against the seed body's 0.086 (its partial ran at 12% occupancy, 219 registers, and the merge of
     512 partitions took 25 us), while at 8 KV heads the direct body won (16/8/N128k 0.427 against 0.560,
     32/8/N32k 0.214 against 0.276)."""
     if kv_heads == 1 and threadgroup_bytes(gqa) <= THREADGROUP_MEMORY.get(arm, float("inf")):
@@ -468,9 +468,9 @@ def _cache(keys: QuantizedKV, values: QuantizedKV) -> _Cache:
 def _in_dtype(scale: float, dtype: mx.Dtype) -> float:
     """``scale`` as ``q * scale`` sees it: MLX casts a Python scalar to the array's dtype.
 
-    Remembered and rounded on the CPU stream: an ``.item()`` on the GPU waits for the device, which
-    cost every call ~30 us on the H200 (session 4, call A: kvq4 8/1/N32k 0.12 ms against 0.086 for
-    the seed body, whose scale is an MLX op of the graph)."""
+    Remembered and rounded on the CPU stream: an ``.item()`` on the GPU stream waits for the device.
+    It did so once per call in a first version: on the H200 32/8/N32k took 0.250 ms with it and
+    0.214 without (``perf/runs/2026-11-30-h200-session4``, calls A and B1)."""
     return mx.array(scale, dtype=dtype).astype(mx.float32, stream=mx.cpu).item()
 
 
@@ -480,12 +480,9 @@ def _direct(q: mx.array, keys: QuantizedKV, values: QuantizedKV, scale: float, b
     n = keys.packed.shape[2]
     if arm == "graph":
         span = direct.partition_span(q, cache, n, block)
-        return direct.graph_attention(q, cache, _FIRST_BLOCK, n, scale, span, direct.KVQ4)
+        return direct.graph_attention(q, cache, direct.single_block_table(), n, scale, span, direct.KVQ4)
     inputs = (q, *keys[:3], *values[:3])
     return _compiled_direct(arm, scale, block, input_signature(inputs))(*inputs)
-
-
-_FIRST_BLOCK = mx.zeros((1,), dtype=mx.int32)  # the graph arm's block table: every token in "block" 0
 
 
 @lru_cache(maxsize=TRACES_KEPT)
@@ -493,7 +490,7 @@ def _compiled_direct(arm: str, scale: float, block: int | None, signature: tuple
     """Partial + merge of the direct body as one ``mx.compile``d call per input ``signature`` (N is in it)."""
 
     def call(q, kp, ks, kb, vp, vs, vb):
-        cache = _Cache(kp, vp, ks, kb, vs, vb, block_size=kp.shape[2], dtype=ks.dtype)
+        cache = _cache(QuantizedKV(kp, ks, kb), QuantizedKV(vp, vs, vb))
         launch = direct.strided_partial_launch(mx.contiguous(q), cache, kp.shape[2], scale, block)
         parts, normal = launch.run(arm)
         (out,) = direct.merge_launch(parts, normal, launch.inputs[4], q.dtype).run(arm)

@@ -122,6 +122,7 @@ __all__ = [
     "partial_launch",
     "partition_size",
     "partition_span",
+    "single_block_table",
     "strided_partial_launch",
     "graph_attention",
     "Layout",
@@ -742,13 +743,16 @@ def strided_partial_launch(q: mx.array, storage: PagedStorage, length: int, scal
     shape = _partial_shape(hq, n, storage.keys.shape[1], storage.head_dim, storage.v_head_dim, 1,
                            storage.dtype, _quant_key(storage.quantization), length, span, KVQ4)
     planes = (storage.key_scales, storage.key_biases, storage.value_scales, storage.value_biases)
-    return Launch(shape.spec, (q, storage.keys, storage.values, _no_table(), _geometry(scale, length, span), *planes),
+    return Launch(shape.spec, (q, storage.keys, storage.values, single_block_table(), _geometry(scale, length, span),
+                               *planes),
                   shape.template, shape.grid, shape.threadgroup, shape.output_shapes, (mx.float32, mx.float32))
 
 
 @lru_cache(maxsize=1)
-def _no_table() -> mx.array:
-    return mx.zeros((1,), dtype=mx.int32)  # the strided layout reads no block table; the input must exist
+def single_block_table() -> mx.array:
+    """[0]: the table of a cache that is one block per KV head (the strided layout's kernel reads none,
+    but the input must exist; the graph arm gathers token t from "block" 0, slot t)."""
+    return mx.zeros((1,), dtype=mx.int32)
 
 
 def _quant_key(quantization) -> tuple[int, int] | None:
