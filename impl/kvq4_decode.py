@@ -26,7 +26,8 @@ Contract (the seed's ``kvq4DecodeSdpa``, @mlx-bun/inference 1.0.0
   so it is part of the numbers.
 * ``body``: which kernel body the compiled and graph arms run, ``"direct"`` or
   ``"seed"`` (``BODIES``; below), or None: ``default_body`` picks ``direct``
-  except for one KV head, where the seed body is faster and fits (below).
+  except for one KV head, where the seed body is faster and fits (below), and
+  for N >= 2**24, which ``direct`` refuses (it reads N from a float32).
 * ``kvq4_decode_eligible(q, keys, group_size, bits)`` says whether the seed's
   conditions hold (B = L = 1, D = 256, bits 4, group 64, an even GQA factor).
   ``kvq4_decode`` refuses anything else with a ValueError / TypeError naming
@@ -387,13 +388,16 @@ def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dt
                   output_shapes=((1, kvh * rep, 1, d),), output_dtypes=(dtype,))
 
 
-def default_body(kv_heads: int, gqa: int, arm: str) -> str:
+def default_body(kv_heads: int, gqa: int, arm: str, length: int = 1) -> str:
     """The body a call without ``body`` runs: ``direct``, except with one KV head when the seed body fits the
-    arm. With one KV head the direct body's parallelism is its partitions alone and their fixed costs
+    arm, and for caches of ``direct.DIRECT_MAX_LENGTH`` tokens or more (the direct body reads the length
+    from a float32). With one KV head the direct body's parallelism is its partitions alone and their fixed costs
     dominate: on the H200 (session 4, ``perf/runs/2026-11-30-h200-session4/``) 8/1/D256/N32k took
     0.123-0.133 ms against the seed body's 0.086 (its partial ran at 12% occupancy, 219 registers, and the merge of
     512 partitions took 25 us), while at 8 KV heads the direct body won (16/8/N128k 0.427 against 0.560,
     32/8/N32k 0.214 against 0.276)."""
+    if length >= direct.DIRECT_MAX_LENGTH:
+        return "seed"
     if kv_heads == 1 and threadgroup_bytes(gqa) <= THREADGROUP_MEMORY.get(arm, float("inf")):
         return "seed"
     return "direct"
@@ -410,9 +414,12 @@ def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int | None = 
     """
     keys, values, scale, block = _validate(q, keys, values, scale, block, body)
     arm = resolve_arm(arm)
-    kvh = keys.packed.shape[1]
-    body = default_body(kvh, q.shape[1] // kvh, arm) if body is None else body
+    kvh, n = keys.packed.shape[1], keys.packed.shape[2]
+    body = default_body(kvh, q.shape[1] // kvh, arm, n) if body is None else body
     if body == "direct":
+        if n >= direct.DIRECT_MAX_LENGTH:
+            raise ValueError(f"keys hold N={n} positions; body='direct' reads N from a float32 and takes "
+                             f"fewer than 2**24 (body='seed' or None takes any N)")
         return _direct(q, keys, values, scale, block, arm)
     block = KV4_DECODE_BLOCK if block is None else block
     _check_fits(arm, q.shape[1] // keys.packed.shape[1])

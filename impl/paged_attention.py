@@ -108,6 +108,7 @@ from impl.checks import check_int, check_scale
 from impl.kernels import KernelSpec, Launch
 
 __all__ = [
+    "DIRECT_MAX_LENGTH",
     "DIRECT_MAX_QUERIES",
     "PAGED_DTYPES",
     "MAX_ROWS",
@@ -133,6 +134,7 @@ __all__ = [
 ]
 
 DIRECT_MAX_QUERIES = 8
+DIRECT_MAX_LENGTH = 2**24  # the kernels read the length from a float32 (exact integers below 2**24)
 SIMD = 32
 SIMDGROUPS = 4  # SIMD groups per partial threadgroup: four 8-token batches in flight per round
 # Tokens a SIMD group takes per step (a power of two dividing 32). 16 doubles the bytes each memory
@@ -605,7 +607,7 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
     if len(table) < needed:
         raise ValueError(f"block_table has {len(table)} blocks but length={length} needs {needed} "
                          f"of block_size {block_size}")
-    if direct and length >= 2**24:  # the kernels read length from a float32
+    if direct and length >= DIRECT_MAX_LENGTH:
         raise ValueError(f"length={length} must be below 2**24 for the direct kernel")
     return table, float(scale), planes
 

@@ -119,10 +119,22 @@ def test_default_body_is_direct_except_one_kv_head_where_the_seed_fits():
     assert default_body(8, 2, "cuda") == default_body(2, 4, "metal") == default_body(2, 12, "graph") == "direct"
     assert default_body(1, 8, "cuda") == default_body(1, 6, "metal") == default_body(1, 12, "graph") == "seed"
     assert default_body(1, 12, "cuda") == default_body(1, 8, "metal") == "direct"  # the seed body would not fit
+    assert default_body(8, 2, "cuda", 2**24) == default_body(8, 2, "graph", 2**24 + 5) == "seed"
+    assert default_body(8, 2, "cuda", 2**24 - 1) == "direct"
     for h, kvh in ((4, 2), (8, 1)):  # a call without body runs the chosen one
         case = small_case(h=h, kvh=kvh)
         chosen = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=64, arm="graph")
         assert mx.array_equal(chosen, run(case, "graph", default_body(kvh, h // kvh, "graph"))).item()
+
+
+def test_direct_body_refuses_a_cache_past_float32_integers():
+    """The direct body reads N from a float32; a cache of 2**24 positions (broadcast views: nothing is
+    allocated or run) is refused before any launch, naming the argument."""
+    case = small_case()
+    n = 2**24
+    planes = QuantizedKV(*(mx.broadcast_to(p[:, :, :1], (1, 2, n, p.shape[-1])) for p in case.keys[:3]))
+    with pytest.raises(ValueError, match=r"N=16777216 positions; body='direct'"):
+        kvq4_decode(case.q_mx, planes, planes, scale=case.scale, body="direct", arm="graph")
 
 
 def test_eligibility_follows_the_seed():
