@@ -11,6 +11,13 @@
 * ``batched(launch, runtime, batch)``: one timed round, ``batch`` launches then
   one wait: ``mx.eval`` of all outputs (MLX is lazy: nothing runs before it, and
   it returns when the device has finished) or ``torch.cuda.synchronize()``.
+  This is protocol ``eval`` (``PROTOCOLS``): a sample holds the calls' host
+  Python, the device's work and one ``mx.eval``'s fixed cost shared by the batch.
+* ``Pipelined(launch, batch)``: protocol ``pipelined`` (MLX only): a round builds
+  ``batch`` launches, submits them (``mx.async_eval``) and then waits for the
+  PREVIOUS round's, so the host builds round r + 1 while the device runs round r,
+  as a decoder overlaps its steps: a sample is max(host, device) per round, the
+  device-bound throughput. ``finish()`` waits for the last round (untimed).
 * ``time_call(call, rounds, warmup)``: ``warmup`` untimed rounds (they absorb
   JIT compilation: MLX compiles CUDA/Metal kernels on first use), then
   ``rounds`` rounds each timed alone with ``time.perf_counter``: the samples
@@ -32,7 +39,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Case", "Measurement", "batched", "perf_record", "summarize", "synchronizer", "time_call", "time_case"]
+__all__ = ["PROTOCOLS", "Case", "Measurement", "batched", "perf_record", "Pipelined", "summarize", "synchronizer",
+           "time_call", "time_case"]
+
+PROTOCOLS = ("eval", "pipelined")  # how a timed round waits (module docstring)
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,29 @@ def batched(launch: Callable[[], object], runtime: str, batch: int, extra_s: flo
                 pass
 
     return run
+
+
+class Pipelined:
+    """Protocol ``pipelined``: each call is one round of ``batch`` launches, submitted with ``mx.async_eval``,
+    then a wait for the previous round's outputs (module docstring). ``finish()`` waits for the last round."""
+
+    def __init__(self, launch: Callable[[], object], batch: int):
+        import mlx.core as mx
+
+        self._mx, self._launch, self._batch = mx, launch, _check_count("batch", batch, 1)
+        self._pending = None
+
+    def __call__(self) -> None:
+        outs = [self._launch() for _ in range(self._batch)]
+        self._mx.async_eval(outs)
+        if self._pending is not None:
+            self._mx.eval(self._pending)
+        self._pending = outs
+
+    def finish(self) -> None:
+        if self._pending is not None:
+            self._mx.eval(self._pending)
+            self._pending = None
 
 
 def time_case(case: Case, *, rounds: int, warmup: int, batch: int = 1) -> list[float]:

@@ -1,6 +1,6 @@
 """Run a benchmark suite serially, compare it with this device's baseline, write perf records.
 
-    python -m perf.run [--suite auto|cpu|gpu|h200] [--rounds R] [--device cpu|gpu]
+    python -m perf.run [--suite auto|cpu|gpu|h200] [--rounds R] [--device cpu|gpu] [--protocol eval|pipelined]
                        [--results PATH [--fresh]] [--save RUN.json] [--calibration CAL.json] [--torch]
     python -m perf.run --gate --results reports/out/results.jsonl [--baseline FILE]
 
@@ -39,6 +39,12 @@
 * Rounds: ``SETTINGS`` per suite (rounds, warm-up rounds, calls per round);
   a timed round is that many calls then one wait (``perf.harness.batched``),
   and a sample is the round's time / calls.
+* ``--protocol``: ``eval`` (the default, above: what baselines and the gate use)
+  or ``pipelined`` (``perf.harness.Pipelined``: a round's calls are submitted
+  and the previous round's awaited, so host time overlaps device time; MLX cases
+  only, torch references are skipped). A run is compared only with a baseline of
+  the same protocol and calls per round (anything else is refused: the per-call
+  times would not be comparable); documents record the protocol in ``settings``.
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ from perf import shapes
 from perf.bandwidth import CopyBandwidth, copy_bandwidth
 from perf.baseline import SCHEMA, device_key, load_baseline, validate_baseline
 from perf.cases import Group, argmax_group, kvq4_group, multi_query_group, paged_group
-from perf.harness import Measurement, batched, perf_record, time_call
+from perf.harness import PROTOCOLS, Measurement, Pipelined, batched, perf_record, time_call
 from perf.regression import ALPHA, MIN_EFFECT, judge
 from reports.recorder import append_record, reset
 
@@ -115,6 +121,7 @@ class RunResult:
     rounds: int
     warmup: int
     batch: int
+    protocol: str = "eval"
     measurements: list[Measurement] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # case id -> why it did not run
     calibration: dict[str, dict] = field(default_factory=dict)
@@ -128,7 +135,8 @@ class RunResult:
             "device": {k: v for k, v in mx.device_info(mx.default_device()).items()},
             "environment": _environment_fields(),
             "copy_bandwidth": self.copy.as_dict(),
-            "settings": {"suite": self.suite, "rounds": self.rounds, "warmup": self.warmup, "batch": self.batch},
+            "settings": {"suite": self.suite, "rounds": self.rounds, "warmup": self.warmup, "batch": self.batch,
+                         "protocol": self.protocol},
             "benchmarks": {m.case.id: m.as_dict() for m in self.measurements if m.case.arm != "torch"},
             "references": {m.case.id: m.as_dict() for m in self.measurements if m.case.arm == "torch"},
             "skipped": dict(self.skipped),
@@ -162,8 +170,20 @@ def environment_record(device: str) -> dict:
             **run_context()}
 
 
+def check_comparable(stored: dict | None, batch: int, protocol: str) -> None:
+    """A baseline measured with other calls per round or another protocol cannot judge this run: ValueError."""
+    if not stored:
+        return
+    settings = stored.get("settings") or {}
+    theirs = (settings.get("batch", batch), settings.get("protocol", "eval"))
+    if theirs != (batch, protocol):
+        raise ValueError(f"the baseline was measured with batch={theirs[0]}, protocol={theirs[1]!r}; this run uses "
+                         f"batch={batch}, protocol={protocol!r}: per-call times are not comparable "
+                         "(pass --no-baseline, or a baseline of the same settings)")
+
+
 def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | None = None, batch: int | None = None,
-              device: str | None = None,
+              protocol: str = "eval", device: str | None = None,
               torch: bool = False, only: set[str] | None = None, baseline: dict | None | bool = True,
               results: Path | None = None, save: Path | None = None, calibration: Path | None = None,
               alpha: float = ALPHA, min_effect: float = MIN_EFFECT, copy: CopyBandwidth | None = None,
@@ -178,16 +198,29 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
     rounds = default_rounds if rounds is None else rounds
     warmup = default_warmup if warmup is None else warmup
     batch = default_batch if batch is None else batch
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    if protocol == "pipelined" and calibration is not None:
+        raise ValueError("calibration samples are taken with protocol 'eval' (the gate's)")
     key = device_key()
     stored = load_baseline(key) if baseline is True else (baseline or None)
+    check_comparable(stored, batch, protocol)
     copy = copy or copy_bandwidth()
-    log(f"perf: device key {key}, suite {resolved}, {rounds} rounds of {batch} call(s) after {warmup} warm-up; "
+    log(f"perf: device key {key}, suite {resolved}, {rounds} rounds of {batch} call(s) after {warmup} warm-up "
+        f"(protocol {protocol}); "
         f"copy bandwidth {copy.gbps:.1f} GB/s ({copy.method}); "
         f"baseline: {'yes, %d cases' % len(stored['benchmarks']) if stored else 'none'}")
-    run = RunResult(resolved, key, copy, rounds, warmup, batch)
+    run = RunResult(resolved, key, copy, rounds, warmup, batch, protocol)
 
     def timed(launch, runtime, extra_s=0.0):
-        rounds_s = time_call(batched(launch, runtime, batch, extra_s), rounds=rounds, warmup=warmup)
+        if protocol == "eval":
+            rounds_s = time_call(batched(launch, runtime, batch, extra_s), rounds=rounds, warmup=warmup)
+        elif runtime != "mlx":
+            raise ValueError(f"protocol 'pipelined' times MLX calls only, not runtime {runtime!r}")
+        else:
+            call = Pipelined(launch, batch)
+            rounds_s = time_call(call, rounds=rounds, warmup=warmup)
+            call.finish()
         return [t / batch for t in rounds_s]
 
     for group in suite_groups(resolved, torch=torch):
@@ -246,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--warmup", type=int, default=None)
     parser.add_argument("--batch", type=int, default=None, help="calls per timed round")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default=None,
+                        help="how a round waits: eval (default, the gate's) or pipelined")
     parser.add_argument("--device", choices=arm_registry.DEVICES, default=None)
     parser.add_argument("--results", type=Path, default=None, help="append perf records to this results.jsonl")
     parser.add_argument("--fresh", action="store_true", help="start --results anew with an environment record")
@@ -262,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.device is not None:
         arm_registry.use_device(args.device)
     suite, rounds, warmup, batch, only = args.suite, args.rounds, args.warmup, args.batch, None
+    protocol = args.protocol
     stored = True  # run_suite: this device key's committed baseline
     if args.baseline is not None:
         try:
@@ -284,12 +320,14 @@ def main(argv: list[str] | None = None) -> int:
         rounds = rounds or settings.get("rounds")
         warmup = warmup if warmup is not None else settings.get("warmup")
         batch = batch or settings.get("batch", 1)
+        protocol = protocol or settings.get("protocol", "eval")
         only = set(stored["benchmarks"])
     if args.results is not None and args.fresh:
         reset(args.results)
         append_record(environment_record(arm_registry.current_device_name()), args.results)
     try:
-        run = run_suite(suite, rounds=rounds, warmup=warmup, batch=batch, torch=args.torch, only=only,
+        run = run_suite(suite, rounds=rounds, warmup=warmup, batch=batch, protocol=protocol or "eval",
+                        torch=args.torch, only=only,
                         baseline=None if args.no_baseline else stored, results=args.results, save=args.save,
                         calibration=args.calibration, alpha=args.alpha, min_effect=args.min_effect)
     except (TypeError, ValueError) as exc:

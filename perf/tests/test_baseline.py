@@ -202,11 +202,15 @@ def test_an_old_single_process_entry_is_one_process():
 
 def _mismatch(name):
     """Three runs, the third spoiled by ``name``."""
-    third = _run(1.1e-3, seed=2)
+    first, second, third = _run(1e-3, seed=0), _run(1.2e-3, seed=1), _run(1.1e-3, seed=2)
     if name == "device":
         third = _run(1.1e-3, key="cuda-Other_GPU", seed=2)
     elif name == "settings":
         third = _run(1.1e-3, rounds=7, seed=2)
+    elif name == "protocol":
+        third["settings"]["protocol"] = "pipelined"
+        for run in (first, second):
+            run["settings"]["protocol"] = "eval"
     elif name == "cases":
         third["benchmarks"]["b/k[graph]/9x9/bfloat16"] = third["benchmarks"].pop(CASE)
     elif name == "description":
@@ -217,12 +221,13 @@ def _mismatch(name):
         third["environment"]["mlx"] = "0.0.1"
     elif name == "invalid":
         third["benchmarks"][CASE]["samples_s"] = [1e-3, float("nan")]
-    return [_run(1e-3, seed=0), _run(1.2e-3, seed=1), third]
+    return [first, second, third]
 
 
 @pytest.mark.parametrize("name, words", [
     ("device", "device_key differs: .*p1.json has 'cpu-Test_CPU', .*p3.json has 'cuda-Other_GPU'"),
     ("settings", "settings.rounds differs: .*p1.json has 5, .*p3.json has 7"),
+    ("protocol", "settings.protocol differs: .*p1.json has 'eval', .*p3.json has 'pipelined'"),
     ("cases", "p3.json does not hold the cases of .*p1.json .*missing"),
     ("description", "bytes differs"),
     ("twice", "processes 1 .*p1.json.* and 3 .*p3.json.* hold identical samples"),

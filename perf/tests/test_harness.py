@@ -12,7 +12,7 @@ from perf import baseline as store
 from perf import run as perf_run
 from perf.bandwidth import CopyBandwidth, copy_bandwidth
 from perf.cases import argmax_group, kvq4_group, multi_query_group, paged_group
-from perf.harness import Case, Measurement, batched, perf_record, summarize, time_call
+from perf.harness import Case, Measurement, Pipelined, batched, perf_record, summarize, time_call
 from perf.regression import compare, compare_pooled
 from perf.shapes import CPU_ARGMAX, ArgmaxShape, DecodeShape
 from reports.recorder import read_records
@@ -60,6 +60,43 @@ def test_batched_launches_then_waits_once():
         batched(lambda: x, "jax", 1)
     with pytest.raises(ValueError, match="batch"):
         batched(lambda: x, "mlx", 0)
+
+
+def test_pipelined_submits_a_round_and_waits_for_the_previous_one(monkeypatch):
+    """Protocol pipelined: round r submits its calls (async_eval) and then waits for round r - 1's only;
+    finish() waits for the last. The waits are observed through stand-ins for MLX's two calls."""
+    events = []
+    x = mx.ones((4,))
+    monkeypatch.setattr(mx, "async_eval", lambda outs: events.append(("submit", len(outs))))
+    monkeypatch.setattr(mx, "eval", lambda outs: events.append(("wait", len(outs))))
+    call = Pipelined(lambda: x + 1, 3)
+    call()
+    call()
+    assert events == [("submit", 3), ("submit", 3), ("wait", 3)]
+    call.finish()
+    call.finish()  # nothing left to wait for
+    assert events[-1] == ("wait", 3) and len(events) == 4
+    with pytest.raises(ValueError, match="batch"):
+        Pipelined(lambda: x, 0)
+
+
+def test_pipelined_run_records_its_protocol_and_refuses_an_eval_baseline(tmp_path):
+    case_id = f"normalized_argmax/logsumexp_sub_argmax[mlx]/{'x'.join(map(str, CPU_ARGMAX[1]))}/bfloat16"
+    run = perf_run.run_suite("cpu", rounds=3, warmup=1, only={case_id}, baseline=False, copy=COPY,
+                             protocol="pipelined", save=tmp_path / "run.json", log=lambda *_: None)
+    document = json.loads((tmp_path / "run.json").read_text())
+    assert document["settings"]["protocol"] == "pipelined" and len(run.measurements[0].samples_s) == 3
+    eval_baseline = _one_case_baseline(case_id, 1e-3)  # settings without a protocol: measured with eval
+    for kwargs, words in (({"protocol": "pipelined"}, "protocol='eval'.*protocol='pipelined'"),
+                          ({"batch": 4}, "batch=1.*batch=4")):
+        with pytest.raises(ValueError, match=words):
+            perf_run.run_suite("cpu", rounds=3, warmup=1, only={case_id}, baseline=eval_baseline, copy=COPY,
+                               log=lambda *_: None, **kwargs)
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        perf_run.run_suite("cpu", protocol="async", baseline=False, copy=COPY, log=lambda *_: None)
+    with pytest.raises(ValueError, match="calibration"):
+        perf_run.run_suite("cpu", protocol="pipelined", baseline=False, copy=COPY, calibration=tmp_path / "c.json",
+                           log=lambda *_: None)
 
 
 def test_decode_bytes_and_flops_are_the_compulsory_traffic():
@@ -173,7 +210,7 @@ def test_save_writes_a_baseline_document(tmp_path, monkeypatch):
                              save=tmp_path / "run.json", calibration=tmp_path / "cal.json", log=lambda *_: None)
     document = json.loads((tmp_path / "run.json").read_text())
     assert store.validate_baseline(document) and list(document["benchmarks"]) == [case_id]
-    assert document["settings"] == {"suite": "cpu", "rounds": 5, "warmup": 1, "batch": 1}
+    assert document["settings"] == {"suite": "cpu", "rounds": 5, "warmup": 1, "batch": 1, "protocol": "eval"}
     calibration = json.loads((tmp_path / "cal.json").read_text())["cases"][case_id]
     assert len(calibration["a1"]) == len(calibration["a2"]) == len(calibration["slowed"]) == 5
     assert run.records[0]["regressed"] is False
