@@ -239,7 +239,8 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
             measurement = Measurement(case, tuple(samples))
             run.measurements.append(measurement)
             verdict = judge(samples, stored, case.id, alpha=alpha, min_effect=min_effect)
-            record = perf_record(measurement, copy_gbps=copy.gbps, device_key=key, verdict=verdict)
+            record = perf_record(measurement, copy_gbps=copy.gbps, device_key=key, verdict=verdict, batch=batch,
+                                 protocol=protocol)
             run.records.append(record)
             if results is not None:
                 append_record(record, results)

@@ -162,6 +162,11 @@ def test_perf_record_follows_the_schema():
     assert plain["kind"] == "perf" and plain["gbps"] == pytest.approx(1.0) and plain["pct_copy_bw"] == pytest.approx(10)
     assert plain["regressed"] is False and plain["p_value"] is None and plain["baseline_median_s"] is None
     assert plain["effect_threshold"] is None and plain["process_spread"] is None and plain["baseline_processes"] is None
+    assert plain["protocol"] == "eval" and plain["batch"] is None
+    piped = perf_record(m, copy_gbps=COPY.gbps, device_key="cpu-X", batch=8, protocol="pipelined")
+    assert piped["protocol"] == "pipelined" and piped["batch"] == 8
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        perf_record(m, copy_gbps=COPY.gbps, device_key="cpu-X", protocol="async")
     verdict = compare(m.samples_s, [s / 2 for s in m.samples_s])
     judged = perf_record(m, copy_gbps=COPY.gbps, device_key="cpu-X", verdict=verdict)
     assert judged["regressed"] is True and judged["effect_kind"] == "median_slowdown"
