@@ -114,6 +114,7 @@ from typing import NamedTuple
 
 import mlx.core as mx
 
+from impl import multi_query
 from impl import paged_attention as direct
 from impl.arms import resolve_arm
 from impl.checks import check_int, check_scale
@@ -243,27 +244,8 @@ PARTIAL_SOURCE = """
   }
 """
 
-MERGE_SOURCE = """
-  const uint d = thread_position_in_grid.x, qv = thread_position_in_grid.y;
-  if (d >= (uint)D || qv >= (uint)(KVH * REP)) return;
-  const uint BLOCKS = mpart_shape[0];
-  float mmax = -INFINITY;
-  for (uint s = 0; s < BLOCKS; ++s) mmax = metal::max(mmax, mpart[(ulong)s * (uint)(KVH * REP) + qv]);
-  float num = 0.0f, den = 0.0f;
-  for (uint s = 0; s < BLOCKS; ++s) {
-    const ulong b = (ulong)s * (uint)(KVH * REP) + qv;
-    const float ms = mpart[b];
-    if (ms == -INFINITY) continue;
-    const float w = metal::exp(ms - mmax);
-    num += w * opart[b * (uint)D + d];
-    den += w * lpart[b];
-  }
-  out[(ulong)qv * (uint)D + d] = T(num / den);
-"""
-
 PARTIAL = KernelSpec("kvq4_decode_partial", ("q", "kp", "ks", "kb", "vp", "vs", "vb"), ("opart", "mpart", "lpart"),
                      PARTIAL_SOURCE, ensure_row_contiguous=False)
-MERGE = KernelSpec("kvq4_decode_merge", ("opart", "mpart", "lpart"), ("out",), MERGE_SOURCE)
 
 
 def threadgroup_bytes(rep: int) -> int:
@@ -382,10 +364,11 @@ def partial_launch(qs: mx.array, keys: QuantizedKV, values: QuantizedKV, block: 
 
 
 def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dtype) -> Launch:
-    _, kvh, rep, d = opart.shape
-    return Launch(MERGE, (opart, mpart, lpart), (("T", dtype), ("D", d), ("KVH", kvh), ("REP", rep)),
-                  grid=(d, kvh * rep, 1), threadgroup=(min(256, d), 1, 1),
-                  output_shapes=((1, kvh * rep, 1, d),), output_dtypes=(dtype,))
+    """The seed body's merge of its blocks: multi-query's merge (``impl.multi_query.merge_launch``) with one query
+    row, whose partials have the same layout ([blocks, KVH, REP, D] and [blocks, KVH, REP]; the seed's merge was
+    that body's copy)."""
+    _, kvh, rep, _ = opart.shape
+    return multi_query.merge_launch(opart, mpart, lpart, dtype, kvh * rep, 1)
 
 
 def default_body(kv_heads: int, gqa: int, arm: str, length: int = 1) -> str:

@@ -183,6 +183,9 @@ MIN_SIMDGROUPS = 4  # a threadgroup stages K/V with at least 4 SIMD groups (tile
 TILES_PER_SIMDGROUP = 2
 # Two tiles hold two accumulators of D/4 floats per lane: at D = 256 that passes 255 registers (nvcc -Xptxas -v).
 PAIR_MAX_HEAD_DIM = 128
+# Fetch block i + 1 of K and V into registers while block i is computed (the body's PREFETCH): the loads are in
+# flight during the products instead of before them, for ITEMS * 2 half4 registers more per thread.
+PREFETCH_NEXT_BLOCK = True
 ROW_PAD = 8  # halves of padding per staged row (16 bytes): a fragment's 8 rows then start in 8 different banks
 THREADGROUP_BYTES = 32768  # Metal's threadgroup memory per threadgroup (CUDA allows 48 KiB static)
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
@@ -279,37 +282,54 @@ PARTIAL_SOURCE = """
   const ulong vhs = (ulong)v_strides[1], vrs = (ulong)v_strides[2], vds = (ulong)v_strides[3];
   const bool kvec = ds == 1 && hs % 4 == 0 && rs % 4 == 0;
   const bool vvec = vds == 1 && vhs % 4 == 0 && vrs % 4 == 0;
-  for (uint kb = k0; kb < k1; kb += (uint)BK) {
-    // Stage the K and V blocks [BK, D] as half, 4 dims per item: all of a thread's loads, then its stores (so the
-    // loads are in flight together). A key past the split loads a live row (key k1 - 1) and stages zeros.
-    half4 kr[(BK * D / 4 + THREADS - 1) / THREADS], vr[(BK * D / 4 + THREADS - 1) / THREADS];
-    if (kvec && vvec) {
-      UNROLL_FULL
-      for (uint b = 0; b < (uint)((BK * D / 4 + THREADS - 1) / THREADS); ++b) {
-        const uint i = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
-        const ulong key = metal::min(kb + (4u * i) / (uint)D, k1 - 1u), d = (4u * i) % (uint)D;
-        kr[b] = load4_vector(k, (ulong)hk * hs + key * rs + d);
-        vr[b] = load4_vector(v, (ulong)hk * vhs + key * vrs + d);
-      }
-    } else {
-      UNROLL_FULL
-      for (uint b = 0; b < (uint)((BK * D / 4 + THREADS - 1) / THREADS); ++b) {
-        const uint i = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
-        const ulong key = metal::min(kb + (4u * i) / (uint)D, k1 - 1u), d = (4u * i) % (uint)D;
-        kr[b] = load4_strided(k, (ulong)hk * hs + key * rs + d * ds, ds);
-        vr[b] = load4_strided(v, (ulong)hk * vhs + key * vrs + d * vds, vds);
+  // Registers -> threadgroup memory for the block at key `kb0` (zeros past the split).
+#define STAGE_BLOCK(kb0) \
+  UNROLL_FULL \
+  for (uint b = 0; b < (uint)ITEMS; ++b) { \
+    const uint j = b * (uint)THREADS + tid, key = (4u * j) / (uint)D, d = (4u * j) % (uint)D; \
+    if (j < (uint)(BK * D / 4)) { \
+      const bool live = (kb0) + key < k1; \
+      *(THREADGROUP_MEM half4*)(kt + key * (uint)KS + d) = live ? kr[b] : half4(half(0.0f)); \
+      *(THREADGROUP_MEM half4*)(vt + key * (uint)KS + d) = live ? vr[b] : half4(half(0.0f)); \
+    } \
+  }
+  // Blocks of BK keys: fetch (global -> registers, half4 per item: all of a thread's loads issued together, so they
+  // are in flight together), stage (registers -> threadgroup memory), compute. With PREFETCH a thread fetches
+  // block i + 1 into its registers right after staging block i, so the loads fly while block i is computed; without,
+  // fetch, stage and compute follow each other. A key past the split loads a live row (key k1 - 1), stages zeros.
+  const uint blocks = k1 > k0 ? (k1 - k0 + (uint)BK - 1u) / (uint)BK : 0u;
+  half4 kr[ITEMS], vr[ITEMS];
+  for (uint i = 0; i < blocks + (uint)PREFETCH; ++i) {
+    const uint kb = k0 + (i - (uint)PREFETCH) * (uint)BK;  // the block staged and computed in this step
+    if (PREFETCH && i > 0u) {
+      STAGE_BLOCK(kb);
+      threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+    }
+    if (i < blocks) {
+      const uint kn = k0 + i * (uint)BK;  // the block fetched in this step
+      if (kvec && vvec) {
+        UNROLL_FULL
+        for (uint b = 0; b < (uint)ITEMS; ++b) {
+          const uint j = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
+          const ulong key = metal::min(kn + (4u * j) / (uint)D, k1 - 1u), d = (4u * j) % (uint)D;
+          kr[b] = load4_vector(k, (ulong)hk * hs + key * rs + d);
+          vr[b] = load4_vector(v, (ulong)hk * vhs + key * vrs + d);
+        }
+      } else {
+        UNROLL_FULL
+        for (uint b = 0; b < (uint)ITEMS; ++b) {
+          const uint j = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
+          const ulong key = metal::min(kn + (4u * j) / (uint)D, k1 - 1u), d = (4u * j) % (uint)D;
+          kr[b] = load4_strided(k, (ulong)hk * hs + key * rs + d * ds, ds);
+          vr[b] = load4_strided(v, (ulong)hk * vhs + key * vrs + d * vds, vds);
+        }
       }
     }
-    UNROLL_FULL
-    for (uint b = 0; b < (uint)((BK * D / 4 + THREADS - 1) / THREADS); ++b) {
-      const uint i = b * (uint)THREADS + tid, j = (4u * i) / (uint)D, d = (4u * i) % (uint)D;
-      if (i < (uint)(BK * D / 4)) {
-        const bool live = kb + j < k1;
-        *(THREADGROUP_MEM half4*)(kt + j * (uint)KS + d) = live ? kr[b] : half4(half(0.0f));
-        *(THREADGROUP_MEM half4*)(vt + j * (uint)KS + d) = live ? vr[b] : half4(half(0.0f));
-      }
+    if (!PREFETCH) {
+      STAGE_BLOCK(kb);
+      threadgroup_barrier(metal::mem_flags::mem_threadgroup);
     }
-    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+    if (PREFETCH && i == 0u) continue;  // block 0 is in flight; nothing staged yet
     if (tile) {
     // S = Q · Kᵀ for BK keys: BK/8 fragments of [8 rows × 8 keys] per tile.
     metal::simdgroup_float8x8 s[TILES][BK / 8];
@@ -381,6 +401,7 @@ PARTIAL_SOURCE = """
     }
     threadgroup_barrier(metal::mem_flags::mem_threadgroup);
   }
+#undef STAGE_BLOCK
   // Partial results: unnormalized O, running max and sum per row.
   if (!tile) return;
   UNROLL_FULL
@@ -403,14 +424,19 @@ MERGE_SOURCE = """
   if (d >= (uint)D || qv >= (uint)(KVH * NQ)) return;
   const uint splits = (uint)mpart_shape[0];            // run-time, as in the partial pass
   const uint hk = qv / (uint)NQ, row = qv % (uint)NQ;
+  // Both loops run 8 splits per step, their loads issued together: one split at a time, a thread waited on
+  // every load in turn (24 us for 64 splits at 32/8/L8/D128 on the H200). The sums keep the split order.
   float mmax = -INFINITY;
+  UNROLL_BY_8
   for (uint s = 0; s < splits; ++s) mmax = metal::max(mmax, mpart[(ulong)s * (uint)(KVH * NQ) + qv]);
   float num = 0.0f, den = 0.0f;
+  UNROLL_BY_8
   for (uint s = 0; s < splits; ++s) {
     const ulong b = (ulong)s * (uint)(KVH * NQ) + qv;
     const float ms = mpart[b];
-    if (ms == -INFINITY) continue;
-    const float w = metal::exp(ms - mmax);
+    // A -inf partial (no key of the split visible to the row) weighs 0: its O and l are 0 too, so the loads
+    // stay unconditional (a skipped load could not be issued early).
+    const float w = ms == -INFINITY ? 0.0f : metal::exp(ms - mmax);
     num += w * opart[b * (uint)D + d];
     den += w * lpart[b];
   }
@@ -509,7 +535,8 @@ def partial_launch(q: mx.array, keys: mx.array, values: mx.array, scale: mx.arra
     threads = 32 * simdgroups(nq, d)
     bk = block_keys(d)
     template = (("T", q.dtype), ("L", L), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("BK", bk),
-                ("KS", d + ROW_PAD), ("THREADS", threads), ("TILES", tiles_per_simdgroup(nq, d)))
+                ("KS", d + ROW_PAD), ("THREADS", threads), ("TILES", tiles_per_simdgroup(nq, d)),
+                ("ITEMS", -(-bk * d // 4 // threads)), ("PREFETCH", int(PREFETCH_NEXT_BLOCK)))
     return Launch(PARTIAL, (q, keys, values, scale), template, grid=(threads * splits, kvh, 1),
                   threadgroup=(threads, 1, 1),
                   output_shapes=((splits, kvh, nq, d), (splits, kvh, nq), (splits, kvh, nq)),

@@ -253,7 +253,8 @@ CATALOG: tuple[Mutant, ...] = (
         "the sub-chunk combine and the block merge add partials without rescaling each to the common max",
         "kvq4_decode",
         (body(KVQ4, "const float w = metal::exp(ms - gmax);", "const float w = 1.0f;"),
-         body(KVQ4, "const float w = metal::exp(ms - mmax);", "const float w = 1.0f;"),
+         body(MULTI, "const float w = ms == -INFINITY ? 0.0f : metal::exp(ms - mmax);",
+              "const float w = ms == -INFINITY ? 0.0f : 1.0f;"),
          graph(KVQ4, "w = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "w = mx.where(m == -mx.inf, 0.0, 1.0)")),
         (KVQ4_GATE % "bfloat16-H16-KVH2-N1000-block256-heads",)),
     Mutant(
@@ -308,7 +309,8 @@ CATALOG: tuple[Mutant, ...] = (
         "multi_query_merge_without_max_rescale",
         "the split merge adds partials without rescaling each by exp(m_s - max)",
         "multi_query",
-        (body(MULTI, "const float w = metal::exp(ms - mmax);", "const float w = 1.0f;"),
+        (body(MULTI, "const float w = ms == -INFINITY ? 0.0f : metal::exp(ms - mmax);",
+               "const float w = ms == -INFINITY ? 0.0f : 1.0f;"),
          graph(MULTI, "weight = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "weight = mx.where(m == -mx.inf, 0.0, 1.0)")),
         ("properties/test_multi_query_props.py::test_fully_masked_splits_are_skipped[{arm}-3]",)),
     Mutant(

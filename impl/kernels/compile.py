@@ -45,7 +45,9 @@ COMPILED_ARMS = ("metal", "cuda")
 CUDA_PRELUDE = "\n".join(Path(__file__).with_name(f).read_text() for f in ("metal_compat.cuh", "metal_simdgroup.cuh"))
 # metal_stdlib already defines METAL_FUNC (inline, always_inline); the guard
 # keeps one header valid for both compilers.
-METAL_PRELUDE = "#ifndef METAL_FUNC\n#define METAL_FUNC inline\n#endif\n"
+METAL_PRELUDE = ("#ifndef METAL_FUNC\n#define METAL_FUNC inline\n#endif\n"
+                 # a loop whose loads should be in flight together (metal_compat.cuh has the CUDA spelling)
+                 '#define UNROLL_BY_8 _Pragma("clang loop unroll_count(8)")\n')
 
 TemplateArg = int | bool | mx.Dtype
 

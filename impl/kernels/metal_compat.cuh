@@ -46,6 +46,9 @@ typedef unsigned long ulong;
 // Address spaces and barriers.
 #define threadgroup __shared__
 #define threadgroup_barrier(flags) __syncthreads()
+// A loop whose loads should be in flight together: unrolled by 8 (remainder handled). The Metal prelude
+// spells it `clang loop unroll_count(8)`.
+#define UNROLL_BY_8 _Pragma("unroll 8")
 #define simdgroup_barrier(flags) __syncwarp()
 
 #ifndef INFINITY
