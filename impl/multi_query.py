@@ -171,6 +171,7 @@ MAX_VECTORS = 64  # NQ = REP * L: 8 SIMD groups x 8-row tiles
 MAX_HEAD_DIM = 256
 SPLIT_KEYS = 256  # the fewest keys a default split gets (the seed's keys per split)
 MAX_SPLITS = 128
+MERGE_SLICES = 8  # slices of the splits per merge threadgroup (the merge body's 8)
 # Default splits aim at this many threadgroups (splits x KV heads): about 4 resident per SM on the H200's 132
 # SMs at the 128-thread, <= 128-register instances (module docstring), so one wave; fewer splits also means
 # fewer partials to write and merge (NQ * D float32 per split and KV head).
@@ -183,9 +184,6 @@ MIN_SIMDGROUPS = 4  # a threadgroup stages K/V with at least 4 SIMD groups (tile
 TILES_PER_SIMDGROUP = 2
 # Two tiles hold two accumulators of D/4 floats per lane: at D = 256 that passes 255 registers (nvcc -Xptxas -v).
 PAIR_MAX_HEAD_DIM = 128
-# Fetch block i + 1 of K and V into registers while block i is computed (the body's PREFETCH): the loads are in
-# flight during the products instead of before them, for ITEMS * 2 half4 registers more per thread.
-PREFETCH_NEXT_BLOCK = True
 ROW_PAD = 8  # halves of padding per staged row (16 bytes): a fragment's 8 rows then start in 8 different banks
 THREADGROUP_BYTES = 32768  # Metal's threadgroup memory per threadgroup (CUDA allows 48 KiB static)
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
@@ -282,64 +280,53 @@ PARTIAL_SOURCE = """
   const ulong vhs = (ulong)v_strides[1], vrs = (ulong)v_strides[2], vds = (ulong)v_strides[3];
   const bool kvec = ds == 1 && hs % 4 == 0 && rs % 4 == 0;
   const bool vvec = vds == 1 && vhs % 4 == 0 && vrs % 4 == 0;
-  // Registers -> threadgroup memory for the block at key `kb0` (zeros past the split).
-#define STAGE_BLOCK(kb0) \
-  UNROLL_FULL \
-  for (uint b = 0; b < (uint)ITEMS; ++b) { \
-    const uint j = b * (uint)THREADS + tid, key = (4u * j) / (uint)D, d = (4u * j) % (uint)D; \
-    if (j < (uint)(BK * D / 4)) { \
-      const bool live = (kb0) + key < k1; \
-      *(THREADGROUP_MEM half4*)(kt + key * (uint)KS + d) = live ? kr[b] : half4(half(0.0f)); \
-      *(THREADGROUP_MEM half4*)(vt + key * (uint)KS + d) = live ? vr[b] : half4(half(0.0f)); \
-    } \
-  }
-  // Blocks of BK keys: fetch (global -> registers, half4 per item: all of a thread's loads issued together, so they
-  // are in flight together), stage (registers -> threadgroup memory), compute. With PREFETCH a thread fetches
-  // block i + 1 into its registers right after staging block i, so the loads fly while block i is computed; without,
-  // fetch, stage and compute follow each other. A key past the split loads a live row (key k1 - 1), stages zeros.
-  const uint blocks = k1 > k0 ? (k1 - k0 + (uint)BK - 1u) / (uint)BK : 0u;
-  half4 kr[ITEMS], vr[ITEMS];
-  for (uint i = 0; i < blocks + (uint)PREFETCH; ++i) {
-    const uint kb = k0 + (i - (uint)PREFETCH) * (uint)BK;  // the block staged and computed in this step
-    if (PREFETCH && i > 0u) {
-      STAGE_BLOCK(kb);
-      threadgroup_barrier(metal::mem_flags::mem_threadgroup);
-    }
-    if (i < blocks) {
-      const uint kn = k0 + i * (uint)BK;  // the block fetched in this step
-      if (kvec && vvec) {
-        UNROLL_FULL
-        for (uint b = 0; b < (uint)ITEMS; ++b) {
-          const uint j = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
-          const ulong key = metal::min(kn + (4u * j) / (uint)D, k1 - 1u), d = (4u * j) % (uint)D;
-          kr[b] = load4_vector(k, (ulong)hk * hs + key * rs + d);
-          vr[b] = load4_vector(v, (ulong)hk * vhs + key * vrs + d);
-        }
-      } else {
-        UNROLL_FULL
-        for (uint b = 0; b < (uint)ITEMS; ++b) {
-          const uint j = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
-          const ulong key = metal::min(kn + (4u * j) / (uint)D, k1 - 1u), d = (4u * j) % (uint)D;
-          kr[b] = load4_strided(k, (ulong)hk * hs + key * rs + d * ds, ds);
-          vr[b] = load4_strided(v, (ulong)hk * vhs + key * vrs + d * vds, vds);
-        }
+  for (uint kb = k0; kb < k1; kb += (uint)BK) {
+    // Stage the K and V blocks [BK, D] as half, 4 dims per item: all of a thread's loads, then its stores (so the
+    // loads are in flight together). A key past the split loads a live row (key k1 - 1) and stages zeros.
+    // (Fetching block i + 1 into registers while block i is computed was measured slower on the H200: module
+    // docstring.)
+    half4 kr[ITEMS], vr[ITEMS];
+    if (kvec && vvec) {
+      UNROLL_FULL
+      for (uint b = 0; b < (uint)ITEMS; ++b) {
+        const uint i = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
+        const ulong key = metal::min(kb + (4u * i) / (uint)D, k1 - 1u), d = (4u * i) % (uint)D;
+        kr[b] = load4_vector(k, (ulong)hk * hs + key * rs + d);
+        vr[b] = load4_vector(v, (ulong)hk * vhs + key * vrs + d);
+      }
+    } else {
+      UNROLL_FULL
+      for (uint b = 0; b < (uint)ITEMS; ++b) {
+        const uint i = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
+        const ulong key = metal::min(kb + (4u * i) / (uint)D, k1 - 1u), d = (4u * i) % (uint)D;
+        kr[b] = load4_strided(k, (ulong)hk * hs + key * rs + d * ds, ds);
+        vr[b] = load4_strided(v, (ulong)hk * vhs + key * vrs + d * vds, vds);
       }
     }
-    if (!PREFETCH) {
-      STAGE_BLOCK(kb);
-      threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+    UNROLL_FULL
+    for (uint b = 0; b < (uint)ITEMS; ++b) {
+      const uint i = b * (uint)THREADS + tid, j = (4u * i) / (uint)D, d = (4u * i) % (uint)D;
+      if (i < (uint)(BK * D / 4)) {
+        const bool live = kb + j < k1;
+        *(THREADGROUP_MEM half4*)(kt + j * (uint)KS + d) = live ? kr[b] : half4(half(0.0f));
+        *(THREADGROUP_MEM half4*)(vt + j * (uint)KS + d) = live ? vr[b] : half4(half(0.0f));
+      }
     }
-    if (PREFETCH && i == 0u) continue;  // block 0 is in flight; nothing staged yet
+    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
     if (tile) {
-    // S = Q · Kᵀ for BK keys: BK/8 fragments of [8 rows × 8 keys] per tile.
+    // S = Q · Kᵀ for BK keys: BK/8 fragments of [8 rows × 8 keys] per tile. The key fragments c are the inner
+    // loop: consecutive products go to different accumulators, so none waits for the one before (with f inner,
+    // every product waited on the previous one's result; the sums over f keep their order either way).
     metal::simdgroup_float8x8 s[TILES][BK / 8];
     metal::simdgroup_half8x8 p[TILES][BK / 8];
     UNROLL_FULL
-    for (uint c = 0; c < (uint)BK / 8u; ++c) {
+    for (uint c = 0; c < (uint)BK / 8u; ++c)
       UNROLL_FULL
       for (uint t = 0; t < (uint)TILES; ++t) s[t][c] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    UNROLL_FULL
+    for (uint f = 0; f < (uint)D / 8u; ++f)
       UNROLL_FULL
-      for (uint f = 0; f < (uint)D / 8u; ++f) {
+      for (uint c = 0; c < (uint)BK / 8u; ++c) {
         metal::simdgroup_half8x8 kf;
         metal::simdgroup_load(kf, kt + (8u * c) * (uint)KS + 8u * f, (ulong)KS, ulong2(0, 0), true);
         if (TILES == 2)
@@ -347,7 +334,6 @@ PARTIAL_SOURCE = """
         else
           metal::simdgroup_multiply_accumulate(s[0][c], qf[0][f], kf, s[0][c]);
       }
-    }
     // Causal / range mask and online softmax for this lane's row fm of each tile.
     UNROLL_FULL
     for (uint t = 0; t < (uint)TILES; ++t) {
@@ -386,11 +372,12 @@ PARTIAL_SOURCE = """
         o[t][f].thread_elements()[1] *= corr;
       }
     }
-    // O += P · V.
+    // O += P · V, the D/8 accumulators f inner (independent products in a row, as for S; each O fragment still
+    // sums its key fragments c in order).
     UNROLL_FULL
-    for (uint f = 0; f < (uint)D / 8u; ++f)
+    for (uint c = 0; c < (uint)BK / 8u; ++c)
       UNROLL_FULL
-      for (uint c = 0; c < (uint)BK / 8u; ++c) {
+      for (uint f = 0; f < (uint)D / 8u; ++f) {
         metal::simdgroup_half8x8 vf;
         metal::simdgroup_load(vf, vt + (8u * c) * (uint)KS + 8u * f, (ulong)KS);
         if (TILES == 2)
@@ -401,7 +388,6 @@ PARTIAL_SOURCE = """
     }
     threadgroup_barrier(metal::mem_flags::mem_threadgroup);
   }
-#undef STAGE_BLOCK
   // Partial results: unnormalized O, running max and sum per row.
   if (!tile) return;
   UNROLL_FULL
@@ -419,29 +405,42 @@ PARTIAL_SOURCE = """
 """
 
 MERGE_SOURCE = """
-  const uint d = thread_position_in_grid.x;            // 0..D-1
-  const uint qv = thread_position_in_grid.y;           // 0..KVH·NQ-1
-  if (d >= (uint)D || qv >= (uint)(KVH * NQ)) return;
-  const uint splits = (uint)mpart_shape[0];            // run-time, as in the partial pass
-  const uint hk = qv / (uint)NQ, row = qv % (uint)NQ;
-  // Both loops run 8 splits per step, their loads issued together: one split at a time, a thread waited on
-  // every load in turn (24 us for 64 splits at 32/8/L8/D128 on the H200). The sums keep the split order.
+  // One threadgroup per (query vector, 32 dims): MERGE_SLICES slices of the splits, a thread merging splits
+  // slice, slice + 8, ... (8 loads in flight), the slices then combined in threadgroup memory. A thread per output
+  // element over all the splits left the GPU nearly idle: 8 warps per SM, each waiting on its loads in turn
+  // (24 us for 64 splits at 32/8/L8/D128 on the H200).
+  const uint x = thread_position_in_threadgroup.x, slice = thread_position_in_threadgroup.y;
+  const uint d = threadgroup_position_in_grid.x * 32u + x;  // 0..D-1 (threads past D only help reduce)
+  const uint qv = threadgroup_position_in_grid.y;           // 0..KVH·NQ-1
+  const uint splits = (uint)mpart_shape[0];                 // run-time, as in the partial pass
+  const ulong stride = (ulong)(KVH * NQ);
+  threadgroup float tops[8], nums[8][32], dens[8];
   float mmax = -INFINITY;
   UNROLL_BY_8
-  for (uint s = 0; s < splits; ++s) mmax = metal::max(mmax, mpart[(ulong)s * (uint)(KVH * NQ) + qv]);
+  for (uint s = slice; s < splits; s += 8u) mmax = metal::max(mmax, mpart[(ulong)s * stride + qv]);
+  if (x == 0u) tops[slice] = mmax;
+  threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+  for (uint i = 0; i < 8u; ++i) mmax = metal::max(mmax, tops[i]);
   float num = 0.0f, den = 0.0f;
   UNROLL_BY_8
-  for (uint s = 0; s < splits; ++s) {
-    const ulong b = (ulong)s * (uint)(KVH * NQ) + qv;
+  for (uint s = slice; s < splits; s += 8u) {
+    const ulong b = (ulong)s * stride + qv;
     const float ms = mpart[b];
     // A -inf partial (no key of the split visible to the row) weighs 0: its O and l are 0 too, so the loads
     // stay unconditional (a skipped load could not be issued early).
     const float w = ms == -INFINITY ? 0.0f : metal::exp(ms - mmax);
-    num += w * opart[b * (uint)D + d];
+    num += w * (d < (uint)D ? opart[b * (uint)D + d] : 0.0f);
     den += w * lpart[b];
   }
-  const uint rr = row / (uint)L, qi = row % (uint)L;
-  out[((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d] = T(num / den);
+  nums[slice][x] = num;
+  if (x == 0u) dens[slice] = den;
+  threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+  if (slice == 0u && d < (uint)D) {
+    float total = 0.0f, weight = 0.0f;
+    for (uint i = 0; i < 8u; ++i) { total += nums[i][x]; weight += dens[i]; }
+    const uint hk = qv / (uint)NQ, row = qv % (uint)NQ, rr = row / (uint)L, qi = row % (uint)L;
+    out[((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d] = T(total / weight);
+  }
 """
 
 PARTIAL = KernelSpec("multi_query_partial", ("q", "k", "v", "scale"), ("opart", "mpart", "lpart"), PARTIAL_SOURCE,
@@ -468,8 +467,10 @@ def block_keys(d: int) -> int:
 
 
 def tiles_per_simdgroup(nq: int, d: int) -> int:
-    """8-row query tiles per SIMD group (``TILES_PER_SIMDGROUP``, 1 at D > ``PAIR_MAX_HEAD_DIM`` or one tile)."""
-    return TILES_PER_SIMDGROUP if nq > 8 and d <= PAIR_MAX_HEAD_DIM else 1
+    """8-row query tiles per SIMD group: ``TILES_PER_SIMDGROUP`` when the tiles outnumber ``MIN_SIMDGROUPS`` (NQ >
+    32) and D <= ``PAIR_MAX_HEAD_DIM``, else 1 (the MIN_SIMDGROUPS SIMD groups a threadgroup has anyway then all
+    compute: at NQ = 32 two tiles left two of the four only staging, and measured 7% slower on the H200)."""
+    return TILES_PER_SIMDGROUP if nq > 8 * MIN_SIMDGROUPS and d <= PAIR_MAX_HEAD_DIM else 1
 
 
 def simdgroups(nq: int, d: int) -> int:
@@ -536,7 +537,7 @@ def partial_launch(q: mx.array, keys: mx.array, values: mx.array, scale: mx.arra
     bk = block_keys(d)
     template = (("T", q.dtype), ("L", L), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("BK", bk),
                 ("KS", d + ROW_PAD), ("THREADS", threads), ("TILES", tiles_per_simdgroup(nq, d)),
-                ("ITEMS", -(-bk * d // 4 // threads)), ("PREFETCH", int(PREFETCH_NEXT_BLOCK)))
+                ("ITEMS", -(-bk * d // 4 // threads)))
     return Launch(PARTIAL, (q, keys, values, scale), template, grid=(threads * splits, kvh, 1),
                   threadgroup=(threads, 1, 1),
                   output_shapes=((splits, kvh, nq, d), (splits, kvh, nq), (splits, kvh, nq)),
@@ -548,7 +549,8 @@ def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dt
     _, kvh, nq, d = opart.shape
     rep = heads // kvh
     template = (("T", dtype), ("L", rows), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq))
-    return Launch(MERGE, (opart, mpart, lpart), template, grid=(d, kvh * nq, 1), threadgroup=(min(256, d), 1, 1),
+    return Launch(MERGE, (opart, mpart, lpart), template, grid=(-(-d // 32) * 32, kvh * nq * MERGE_SLICES, 1),
+                  threadgroup=(32, MERGE_SLICES, 1),
                   output_shapes=((1, heads, rows, d),), output_dtypes=(dtype,))
 
 

@@ -320,7 +320,7 @@ CATALOG: tuple[Mutant, ...] = (
         (body(MULTI, "if (!rowOks[t] || key >= k1 || key > limit[t])", "if (!rowOks[t] || key >= k1 || key > limit[0])"),
          graph(MULTI, "limit = (n - L + qi).reshape(1, nq, 1)",
                "limit = (n - L + qi[(mx.arange(nq) // 16) * 16 + mx.arange(nq) % 8]).reshape(1, nq, 1)")),
-        (MULTI_GATE % "bfloat16-H12-KVH2-L5-N300-D80-splits37-contiguous",)),
+        (MULTI_GATE % "bfloat16-H40-KVH4-L5-N300-D80-splits37-contiguous",)),
     Mutant(
         "multi_query_scale_not_folded",
         "the softmax scale, folded into the kernel's q load, is dropped: the scores are q . k unscaled",
