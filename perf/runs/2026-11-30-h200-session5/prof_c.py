@@ -7,7 +7,7 @@ import mlx.core as mx
 
 import impl.multi_query as mq
 
-mq.PREFETCH_NEXT_BLOCK, mq.TILES_PER_SIMDGROUP = bool(int(sys.argv[1])), int(sys.argv[2])
+mq.TILES_PER_SIMDGROUP = int(sys.argv[2])  # argv[1]: PREFETCH in call C1 (the knob was dropped after it)
 hq, hkv, L, d, n = 32, 8, 8, 128, 32768
 mx.random.seed(0)
 q, k, v = ((0.5 * mx.random.normal(s)).astype(mx.bfloat16) for s in ((1, hq, L, d), (1, hkv, n, d), (1, hkv, n, d)))
