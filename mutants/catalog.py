@@ -270,8 +270,9 @@ CATALOG: tuple[Mutant, ...] = (
         "kvq4_decode",
         (body(KVQ4, "qv[j][i] = float(q[(hk * (uint)REP + hg * HPG + j) * (uint)D + lane * 8u + i]);",
               "qv[j][i] = float(q[((hg * HPG + j) * (uint)KVH + hk) * (uint)D + lane * 8u + i]);"),
-         body(KVQ4, "out[(ulong)qv * (uint)D + d] = T(num / den);",
-              "out[((ulong)(qv % (uint)REP) * (uint)KVH + qv / (uint)REP) * (uint)D + d] = T(num / den);"),
+         # the seed body's merge is multi-query's (one query row): its output head map, the same way
+         body(MULTI, "out[((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d] = T(total / weight);",
+              "out[((ulong)(rr * (uint)KVH + hk) * (uint)L + qi) * (uint)D + d] = T(total / weight);"),
          graph(KVQ4, "q = qs.astype(mx.float32).reshape(kvh, rep, 1, SIMD, 8)",
                "q = qs.astype(mx.float32).reshape(rep, kvh, 1, SIMD, 8).transpose(1, 0, 2, 3, 4)"),
          graph(KVQ4, "return out.reshape(1, h, 1, HEAD_DIM)", "return out.transpose(1, 0, 2).reshape(1, h, 1, HEAD_DIM)")),
