@@ -61,9 +61,11 @@ summed over the SIMD group (q carries the scale); a float32 online softmax
 runs over the sub-chunk's tokens. The 4 sub-chunks combine in threadgroup memory
 (rescaled to their max; a sub-chunk with no token has max -inf and is
 skipped), then a merge kernel combines the blocks the same way and divides,
-casting to T.
+casting to T. That merge is multi-query's (``impl.multi_query.merge_launch`` with one query row: the same
+partial layout; the seed's own merge was a copy of it, one thread per output element over every block, which
+left the GPU nearly idle: ``impl.multi_query``'s docstring has the H200 profile).
 
-Arms (seed body): ``metal`` / ``cuda`` compile the two bodies below, the seed's with two
+Arms (seed body): ``metal`` / ``cuda`` compile the partial body below and the shared merge, the seed's with two
 port fixes that keep its Metal semantics: the last-axis stride of every plane
 is read (the seed assumed 1), and biases are read through their own strides
 (the seed used the scales' strides for both). ``graph`` is the same

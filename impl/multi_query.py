@@ -41,15 +41,18 @@ Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
 
 Algorithm (every arm): a threadgroup = one KV head x one key split. Its
 query tile rows are loaded once as half fragments (a SIMD group holds
-``TILES`` tiles: 2 at D <= ``PAIR_MAX_HEAD_DIM`` when NQ > 8, so every K / V
-fragment it loads serves 16 rows; the rows' arithmetic is the same); for each block of BK keys
+``TILES`` tiles: 2 at D <= ``PAIR_MAX_HEAD_DIM`` when NQ > 32, the tiles then
+outnumbering the 4 SIMD groups, so every K / V fragment it loads serves 16 rows;
+the rows' arithmetic is the same; ``tiles_per_simdgroup``); for each block of BK keys
 of the split (``block_keys``: 32, or 16 at D = 256, where two padded 32-key
 blocks would pass Metal's 32 KiB of threadgroup memory), K and V are staged
 in threadgroup memory as half (rows D + 8 apart), S = Q . K^T on 8x8
 fragments, masked (past the split, past the row's causal limit), an online
 softmax per row (running max m, float32 sum l; P = half(exp(s - m))), the
 accumulator O rescaled and O += P . V. The partials (O, m, l) of the splits
-are merged per output element, skipping -inf partials, and cast to T.
+are merged (a threadgroup per query vector and 32 dims, ``MERGE_SLICES`` slices of
+the splits combined in threadgroup memory; a -inf partial weighs 0) and cast to
+T. kvq4's seed body merges its blocks with this merge (one query row).
 
 Arms: ``metal`` / ``cuda`` compile the seed's bodies below, with port edits
 that keep the Metal semantics, so that one source serves CUDA (where
@@ -127,6 +130,29 @@ Two tiles did not beat one there (within the 5-13% spread between processes); th
 stay the default because they issue half the mma and fragment instructions, and the
 pooled baseline (``perf/runs/2026-11-30-h200-session4/pooled``) has 0.174 ms against
 0.438 for the single-row calls (2.5x).
+
+Session 5 (``perf/runs/2026-11-30-h200-session5``, calls C1-C4; its README has the
+tables). ncu on the partial at 32/8/L8/D128 (``callC1/prof``): 17-18% of DRAM peak,
+0.36-0.49 instructions issued per scheduler and cycle, 2.5 active warps per scheduler
+(3 threadgroups of 4 SIMD groups per SM, register-bound): latency-bound, not
+bandwidth-bound. Tried, each checked bit-identical to the kernel it varies:
+
+* the next block's K / V fetched into registers while the current one is
+  computed: 162-198 registers, slower at every matched tiling and split count
+  (0.136-0.188 against 0.132-0.157 ms eval8; call C1), dropped;
+* K and V staged in turn (123 registers, 4 threadgroups per SM): slower at every
+  shape (0.18 against 0.17 ms at D128, 0.31 against 0.24 at D256), not used;
+* the fragment loops ordered so consecutive products are independent (kept: same
+  sums, same speed within noise: ptxas already interleaved them);
+* one tile per SIMD group at NQ = 32 (four computing SIMD groups instead of two;
+  144 registers): 0.132-0.139 against 0.143-0.149 ms eval8 in one process, equal
+  pipelined; at NQ = 64 two tiles stay faster (0.191 against 0.233 ms), hence
+  the NQ > 32 rule;
+* the merge: a thread per output element over all splits ran at 8 warps per SM
+  (ncu 18.7 us for 64 splits); sliced, 12.2 us.
+
+The pooled baseline (``pooled/``): 0.148 ms against 0.382 ms for the eight
+single-row calls (2.58x) at 32/8/L8/D128, 0.253 against 1.911 (7.5x) at D256.
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
