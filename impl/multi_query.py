@@ -41,9 +41,9 @@ Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
 
 Algorithm (every arm): a threadgroup = one KV head x one key split. Its
 query tile rows are loaded once as half fragments (a SIMD group holds
-``TILES`` tiles: 2 at D <= ``PAIR_MAX_HEAD_DIM`` when NQ > 32, the tiles then
-outnumbering the 4 SIMD groups, so every K / V fragment it loads serves 16 rows;
-the rows' arithmetic is the same; ``tiles_per_simdgroup``); for each block of BK keys
+``TILES`` tiles: 2 at D <= ``PAIR_MAX_HEAD_DIM`` when NQ > 8, so every K / V
+fragment it loads serves 16 rows; the rows' arithmetic is the same;
+``tiles_per_simdgroup``); for each block of BK keys
 of the split (``block_keys``: 32, or 16 at D = 256, where two padded 32-key
 blocks would pass Metal's 32 KiB of threadgroup memory), K and V are staged
 in threadgroup memory as half (rows D + 8 apart), S = Q . K^T on 8x8
@@ -145,14 +145,16 @@ bandwidth-bound. Tried, each checked bit-identical to the kernel it varies:
 * the fragment loops ordered so consecutive products are independent (kept: same
   sums, same speed within noise: ptxas already interleaved them);
 * one tile per SIMD group at NQ = 32 (four computing SIMD groups instead of two;
-  144 registers): 0.132-0.139 against 0.143-0.149 ms eval8 in one process, equal
-  pipelined; at NQ = 64 two tiles stay faster (0.191 against 0.233 ms), hence
-  the NQ > 32 rule;
+  144 registers): 0.132-0.139 against 0.143-0.149 ms eval8 in one process (call
+  C1), but ncu had the partial 6% slower (171 against 161 us, calls C3 / C1) and
+  the pipelined call of the pooled tree was 0.093 ms against pass 4's 0.088
+  (call C5, its control unchanged at 0.358): two tiles stay the rule at NQ > 8
+  (at NQ = 64 one tile lost plainly: 0.233 against 0.191 ms);
 * the merge: a thread per output element over all splits ran at 8 warps per SM
   (ncu 18.7 us for 64 splits); sliced, 12.2 us.
 
-The pooled baseline (``pooled/``): 0.148 ms against 0.382 ms for the eight
-single-row calls (2.58x) at 32/8/L8/D128, 0.253 against 1.911 (7.5x) at D256.
+The pooled baseline (``pooled/``, re-pooled in call C6 after the tile rule went
+back to two tiles at NQ > 8): RESULTS has the figures.
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
@@ -493,10 +495,11 @@ def block_keys(d: int) -> int:
 
 
 def tiles_per_simdgroup(nq: int, d: int) -> int:
-    """8-row query tiles per SIMD group: ``TILES_PER_SIMDGROUP`` when the tiles outnumber ``MIN_SIMDGROUPS`` (NQ >
-    32) and D <= ``PAIR_MAX_HEAD_DIM``, else 1 (the MIN_SIMDGROUPS SIMD groups a threadgroup has anyway then all
-    compute: at NQ = 32 two tiles left two of the four only staging, and measured 7% slower on the H200)."""
-    return TILES_PER_SIMDGROUP if nq > 8 * MIN_SIMDGROUPS and d <= PAIR_MAX_HEAD_DIM else 1
+    """8-row query tiles per SIMD group: ``TILES_PER_SIMDGROUP`` when there is more than one tile and D <=
+    ``PAIR_MAX_HEAD_DIM``, else 1. At NQ = 32 one tile per SIMD group (all four computing) was tried in session 5:
+    ncu had its partial 6% slower (171 against 161 us) and the pipelined call 0.093 against 0.088 ms, though eval8
+    timings, host noise included, had favoured it; module docstring."""
+    return TILES_PER_SIMDGROUP if nq > 8 and d <= PAIR_MAX_HEAD_DIM else 1
 
 
 def simdgroups(nq: int, d: int) -> int:

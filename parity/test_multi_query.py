@@ -40,7 +40,7 @@ GEOMETRIES = [
     (16, 16, 2, 33, 64, None, "transposed"),  # MHA, one key past a block, strided loads
     (4, 2, 8, 8, 64, None, "contiguous"),  # N = L: row 0 sees one key
     (12, 2, 5, 300, 80, 37, "contiguous"),  # D 80, forced splits of 9 keys
-    (40, 4, 5, 300, 80, 37, "contiguous"),  # NQ 50: two tiles per SIMD group (NQ > 32), forced splits
+    (40, 4, 5, 300, 80, 37, "contiguous"),  # NQ 50: an odd last pair of tiles, forced splits
 ]
 KERNEL = "multi_query"
 
