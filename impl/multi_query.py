@@ -131,8 +131,8 @@ stay the default because they issue half the mma and fragment instructions, and 
 pooled baseline (``perf/runs/2026-11-30-h200-session4/pooled``) has 0.174 ms against
 0.438 for the single-row calls (2.5x).
 
-Session 5 (``perf/runs/2026-11-30-h200-session5``, calls C1-C4; its README has the
-tables). ncu on the partial at 32/8/L8/D128 (``callC1/prof``): 17-18% of DRAM peak,
+Session 5 (``perf/runs/2026-11-30-h200-session5``, calls C1-C6; its README lists
+them). ncu on the partial at 32/8/L8/D128 (``callC1/prof``): 17-18% of DRAM peak,
 0.36-0.49 instructions issued per scheduler and cycle, 2.5 active warps per scheduler
 (3 threadgroups of 4 SIMD groups per SM, register-bound): latency-bound, not
 bandwidth-bound. Tried, each checked bit-identical to the kernel it varies:
@@ -153,8 +153,9 @@ bandwidth-bound. Tried, each checked bit-identical to the kernel it varies:
 * the merge: a thread per output element over all splits ran at 8 warps per SM
   (ncu 18.7 us for 64 splits); sliced, 12.2 us.
 
-The pooled baseline (``pooled/``, re-pooled in call C6 after the tile rule went
-back to two tiles at NQ > 8): RESULTS has the figures.
+The committed pooled baseline is call C6's (``callC6/pooled``, after the tile rule
+went back to two tiles at NQ > 8): 0.161 ms against 0.407 ms for the eight
+single-row calls (2.5x) at 32/8/L8/D128; ``perf/RESULTS.md`` has the rest.
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
