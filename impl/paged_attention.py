@@ -487,8 +487,9 @@ MERGE_SOURCE = """
   threadgroup float tops[8];
   threadgroup float values[8][32], totals[8];
   float maximum = -INFINITY;
-  // Both loops unrolled by 8: a slice's loads of 8 partitions are issued together (one at a time, a thread
-  // waited on each in turn: 9 us for 128 partitions at 32/8/D128, 25 us for kvq4's 512 on the H200).
+  // Both loops unrolled by 8, so a slice issues 8 partitions' loads together (the merge took 9 us for 128
+  // partitions at 32/8/D128 and 25 us for kvq4's 512 on the H200 before; unrolled: within noise at D128, 3.5%
+  // faster per call at D256/N128k, perf/runs/2026-11-30-h200-session5/callC1).
   UNROLL_BY_8
   for (uint part = slice; part < count; part += 8) maximum = max(maximum, normal[(row * count + part) * 2]);
   if (x == 0) tops[slice] = maximum;
