@@ -192,6 +192,7 @@ __all__ = [
     "merge_launch",
     "multi_query_causal",
     "partial_launch",
+    "pipeline_stages",
 ]
 
 BK = 32  # keys per staged block (16 at D > 248: see block_keys)
@@ -214,7 +215,12 @@ TILES_PER_SIMDGROUP = 2
 # Two tiles hold two accumulators of D/4 floats per lane: at D = 256 that passes 255 registers (nvcc -Xptxas -v).
 PAIR_MAX_HEAD_DIM = 128
 ROW_PAD = 8  # halves of padding per staged row (16 bytes): a fragment's 8 rows then start in 8 different banks
-THREADGROUP_BYTES = 32768  # Metal's threadgroup memory per threadgroup (CUDA allows 48 KiB static)
+THREADGROUP_BYTES = 32768  # Metal's threadgroup memory per threadgroup: block_keys keeps every arm within it
+STATIC_SHARED_BYTES = 49152  # CUDA's static shared memory per block (what a cuda_kernel body declares)
+# Two-stage threadgroups (pipeline_stages): SIMD groups that only stage K/V while the tiles compute, and the most SIMD
+# groups such a threadgroup may have (192 threads: launchable even at 255 registers per thread, 64K per SM).
+STAGER_SIMDGROUPS = 2
+MAX_PIPELINED_SIMDGROUPS = 6
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 
 HEADER = """
@@ -227,6 +233,11 @@ HEADER = """
 #ifndef UNROLL_FULL
 #define UNROLL_FULL _Pragma("clang loop unroll(full)")  // the CUDA prelude: _Pragma("unroll")
 #endif
+#ifndef ROLE_BARRIER
+// The two-stage partial's barrier (CUDA's named barrier: the CUDA prelude). Metal has every thread of a threadgroup
+// meet at the same barrier call, so it never runs the two-stage loops (pipeline_stages gives it one stage).
+#define ROLE_BARRIER(threads) threadgroup_barrier(metal::mem_flags::mem_threadgroup)
+#endif
 #ifndef SG_FRAGMENT_LAYOUT
 #define SG_FRAGMENT_LAYOUT
 // Metal's simdgroup-matrix layout: lane l holds row sg_fragment_row(l), columns sg_fragment_col(l) and
@@ -235,6 +246,18 @@ METAL_FUNC uint sg_fragment_row(uint l) { return ((l / 4u) & 4u) + ((l / 2u) % 4
 METAL_FUNC uint sg_fragment_col(uint l) { return ((l / 4u) & 2u) * 2u + (l % 2u) * 2u; }
 #define SG_ROW_LANES_XOR1 1u
 #define SG_ROW_LANES_XOR2 8u
+#endif
+#ifndef SG_LOAD_X4
+#define SG_LOAD_X4
+// m0..m3 = the four 8x8 matrices side by side at src (columns 0-7, 8-15, 16-23, 24-31): four simdgroup loads here;
+// the CUDA prelude defines it as one ldmatrix.x4 (metal_simdgroup.cuh).
+#define simdgroup_load_x4(m0, m1, m2, m3, src, stride, transpose) \
+  do { \
+    metal::simdgroup_load(m0, src, stride, ulong2(0, 0), transpose); \
+    metal::simdgroup_load(m1, src, stride, ulong2(8, 0), transpose); \
+    metal::simdgroup_load(m2, src, stride, ulong2(16, 0), transpose); \
+    metal::simdgroup_load(m3, src, stride, ulong2(24, 0), transpose); \
+  } while (0)
 #endif
 #ifndef SG_MULTIPLY_ACCUMULATE_ROWS16
 #define SG_MULTIPLY_ACCUMULATE_ROWS16
@@ -246,6 +269,16 @@ METAL_FUNC uint sg_fragment_col(uint l) { return ((l / 4u) & 2u) * 2u + (l % 2u)
     metal::simdgroup_multiply_accumulate(d1, a1, b, d1); \
   } while (0)
 #endif
+#ifndef SG_MULTIPLY_ACCUMULATE_ROWS16_K16
+#define SG_MULTIPLY_ACCUMULATE_ROWS16_K16
+// d0 += a0 · b0 + a2 · b1 and d1 += a1 · b0 + a3 · b1: two tiles times a 16-deep product, b0's step then b1's. Here
+// four simdgroup products; the CUDA prelude defines it as one 16x8x16 tensor-core product (metal_simdgroup.cuh).
+#define simdgroup_multiply_accumulate_rows16_k16(d0, d1, a0, a1, a2, a3, b0, b1) \
+  do { \
+    simdgroup_multiply_accumulate_rows16(d0, d1, a0, a1, b0); \
+    simdgroup_multiply_accumulate_rows16(d0, d1, a2, a3, b1); \
+  } while (0)
+#endif
 
 // Dims [d, d + 4) of one K/V row as half: one 4-wide vector load (the row allows it), or 4 loads `step` apart.
 template <typename T>
@@ -253,6 +286,18 @@ METAL_FUNC half4 load4_vector(const DEVICE_MEM T* src, ulong at) {
   const metal::vec<T, 4> raw = *(const DEVICE_MEM metal::vec<T, 4>*)(src + at);  // one load, by value
   return half4(float4(raw));
 }
+
+#if defined(__CUDACC__)
+// CUDA, bfloat16 rows: the 4-vector as one 8-byte load of two words, each half widened by a shift or a mask (a
+// bfloat16 is the top half of its float32; nvcc had converted element by element: two PRMTs and four IMADs per
+// 4-vector in the staging, ncu on the H200, perf/runs/2026-11-30-h200-session6/callE2). Metal converts natively.
+template <>
+METAL_FUNC half4 load4_vector<__nv_bfloat16>(const __nv_bfloat16* src, ulong at) {
+  const uint2 w = *(const uint2*)(src + at);
+  return half4(make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u),
+                           __uint_as_float(w.y << 16), __uint_as_float(w.y & 0xffff0000u)));
+}
+#endif
 
 template <typename T>
 METAL_FUNC half4 load4_strided(const DEVICE_MEM T* src, ulong at, ulong step) {
@@ -271,9 +316,10 @@ PARTIAL_SOURCE = """
   // Run-time cache length and split count: one compiled instance serves every N.
   const uint n = (uint)k_shape[2], splits = threadgroups_per_grid.x;
   const uint fm = sg_fragment_row(lane), fn = sg_fragment_col(lane);
-  // One block of K and one of V as half, rows KS >= D apart (the padding spreads a fragment's rows over banks).
-  threadgroup half kt[BK * KS];
-  threadgroup half vt[BK * KS];
+  // STAGES buffers of one block of K and one of V as half, rows KS >= D apart (the padding spreads a fragment's
+  // rows over banks).
+  threadgroup half kt[STAGES * BK * KS];
+  threadgroup half vt[STAGES * BK * KS];
   // Query tiles: TILES 8-row tiles per SIMD group, tile t holding rows (sg * TILES + t) * 8 .. + 7 of the head
   // group's rep·L vectors; every K / V fragment loaded serves all of them.
   const bool tile = sg * (uint)TILES * 8u < (uint)NQ;  // simdgroups past the tiles only stage K/V
@@ -302,120 +348,50 @@ PARTIAL_SOURCE = """
     limit[t] = n - (uint)L + qi;
     rowOks[t] = rowOk;
   }
-  // Key range of this split.
+  // Key range of this split, and its blocks of BK keys.
   const uint per = (n + splits - 1u) / splits;
   const uint k0 = split * per, k1 = metal::min(n, k0 + per);
+  const uint blocks = k1 > k0 ? (k1 - k0 + (uint)BK - 1u) / (uint)BK : 0u;
   const ulong hs = (ulong)k_strides[1], rs = (ulong)k_strides[2], ds = (ulong)k_strides[3];
   const ulong vhs = (ulong)v_strides[1], vrs = (ulong)v_strides[2], vds = (ulong)v_strides[3];
   const bool kvec = ds == 1 && hs % 4 == 0 && rs % 4 == 0;
   const bool vvec = vds == 1 && vhs % 4 == 0 && vrs % 4 == 0;
-  for (uint kb = k0; kb < k1; kb += (uint)BK) {
-    // Stage the K and V blocks [BK, D] as half, 4 dims per item: all of a thread's loads, then its stores (so the
-    // loads are in flight together). A key past the split loads a live row (key k1 - 1) and stages zeros.
-    // (Fetching block i + 1 into registers while block i is computed was measured slower on the H200: module
-    // docstring.)
-    half4 kr[ITEMS], vr[ITEMS];
-    if (kvec && vvec) {
-      UNROLL_FULL
-      for (uint b = 0; b < (uint)ITEMS; ++b) {
-        const uint i = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
-        const ulong key = metal::min(kb + (4u * i) / (uint)D, k1 - 1u), d = (4u * i) % (uint)D;
-        kr[b] = load4_vector(k, (ulong)hk * hs + key * rs + d);
-        vr[b] = load4_vector(v, (ulong)hk * vhs + key * vrs + d);
-      }
-    } else {
-      UNROLL_FULL
-      for (uint b = 0; b < (uint)ITEMS; ++b) {
-        const uint i = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
-        const ulong key = metal::min(kb + (4u * i) / (uint)D, k1 - 1u), d = (4u * i) % (uint)D;
-        kr[b] = load4_strided(k, (ulong)hk * hs + key * rs + d * ds, ds);
-        vr[b] = load4_strided(v, (ulong)hk * vhs + key * vrs + d * vds, vds);
-      }
+  // Staging: the last STAGERS threads (all of them with one stage; with two, the SIMD groups past the tiles) each
+  // own one 4-dim quad d0 of a row and the rows j0, j0 + PASS, ... of a block, so their addresses are one base
+  // pointer plus a row offset per item (ITEMS = ceil(BK / PASS) items).
+  constexpr uint QUADS = D / 4, PASS = STAGERS / QUADS;  // rows one pass of the stagers covers (D <= 4 * STAGERS)
+  // (The computing threads of a two-stage group come first: their index wraps past PASS * QUADS.)
+  const uint stager = tid - (uint)(THREADS - STAGERS);
+  const bool staging = stager < PASS * QUADS;
+  const uint d0 = 4u * (stager % QUADS), j0 = stager / QUADS;
+  const auto kp = k + (ulong)hk * hs + (ulong)d0 * ds;  // this stager's quad of the head's K rows
+  const auto vp = v + (ulong)hk * vhs + (ulong)d0 * vds;
+  // Step `it` stages block `it` into buffer it % STAGES and computes block it + 1 - STAGES.
+  if (STAGES == 1) {
+    // Every thread stages, a barrier, the tiles compute, a barrier.
+    for (uint it = 0; it < blocks; ++it) {
+      if (staging) {
+STAGE_BLOCK      }
+      threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+      if (tile) {
+COMPUTE_BLOCK      }
+      threadgroup_barrier(metal::mem_flags::mem_threadgroup);
     }
-    UNROLL_FULL
-    for (uint b = 0; b < (uint)ITEMS; ++b) {
-      const uint i = b * (uint)THREADS + tid, j = (4u * i) / (uint)D, d = (4u * i) % (uint)D;
-      if (i < (uint)(BK * D / 4)) {
-        const bool live = kb + j < k1;
-        *(THREADGROUP_MEM half4*)(kt + j * (uint)KS + d) = live ? kr[b] : half4(half(0.0f));
-        *(THREADGROUP_MEM half4*)(vt + j * (uint)KS + d) = live ? vr[b] : half4(half(0.0f));
-      }
+  } else if (tile) {
+    // Two stages (CUDA only: pipeline_stages): the tiles compute block it - 1 while the stagers stage block it, and
+    // the roles meet at one named barrier per step from their own loops, so neither role's registers are live in
+    // the other's (one loop for both had the stagers carry the tiles' fragments: 250 registers against 168).
+    for (uint it = 0; it < blocks + 1u; ++it) {
+      if (it >= 1u) {
+COMPUTE_BLOCK      }
+      ROLE_BARRIER(THREADS);
     }
-    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
-    if (tile) {
-    // S = Q · Kᵀ for BK keys: BK/8 fragments of [8 rows × 8 keys] per tile. The key fragments c are the inner
-    // loop: consecutive products go to different accumulators, so none waits for the one before in program order
-    // (ptxas interleaved the other order as well: the same speed on the H200; the sums over f keep their order).
-    metal::simdgroup_float8x8 s[TILES][BK / 8];
-    metal::simdgroup_half8x8 p[TILES][BK / 8];
-    UNROLL_FULL
-    for (uint c = 0; c < (uint)BK / 8u; ++c)
-      UNROLL_FULL
-      for (uint t = 0; t < (uint)TILES; ++t) s[t][c] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-    UNROLL_FULL
-    for (uint f = 0; f < (uint)D / 8u; ++f)
-      UNROLL_FULL
-      for (uint c = 0; c < (uint)BK / 8u; ++c) {
-        metal::simdgroup_half8x8 kf;
-        metal::simdgroup_load(kf, kt + (8u * c) * (uint)KS + 8u * f, (ulong)KS, ulong2(0, 0), true);
-        if (TILES == 2)
-          simdgroup_multiply_accumulate_rows16(s[0][c], s[TILES - 1][c], qf[0][f], qf[TILES - 1][f], kf);
-        else
-          metal::simdgroup_multiply_accumulate(s[0][c], qf[0][f], kf, s[0][c]);
-      }
-    // Causal / range mask and online softmax for this lane's row fm of each tile.
-    UNROLL_FULL
-    for (uint t = 0; t < (uint)TILES; ++t) {
-      float bmax = -INFINITY;
-      UNROLL_FULL
-      for (uint c = 0; c < (uint)BK / 8u; ++c)
-        UNROLL_FULL
-        for (uint e = 0; e < 2u; ++e) {
-          const uint key = kb + 8u * c + fn + e;
-          float v = s[t][c].thread_elements()[e];
-          if (!rowOks[t] || key >= k1 || key > limit[t]) v = -INFINITY;
-          s[t][c].thread_elements()[e] = v;
-          bmax = metal::max(bmax, v);
-        }
-      bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR1));
-      bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR2));
-      const float mnew = metal::max(m[t], bmax);
-      const float corr = mnew == -INFINITY ? 1.0f : metal::exp(m[t] - mnew);
-      float bsum = 0.0f;
-      UNROLL_FULL
-      for (uint c = 0; c < (uint)BK / 8u; ++c)
-        UNROLL_FULL
-        for (uint e = 0; e < 2u; ++e) {
-          const float v = s[t][c].thread_elements()[e];
-          const float w = v == -INFINITY ? 0.0f : metal::exp(v - mnew);
-          bsum += w;
-          p[t][c].thread_elements()[e] = half(w);
-        }
-      bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR1);
-      bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR2);
-      l[t] = l[t] * corr + bsum;
-      m[t] = mnew;
-      UNROLL_FULL
-      for (uint f = 0; f < (uint)D / 8u; ++f) {
-        o[t][f].thread_elements()[0] *= corr;
-        o[t][f].thread_elements()[1] *= corr;
-      }
+  } else {
+    for (uint it = 0; it < blocks + 1u; ++it) {
+      if (staging && it < blocks) {
+STAGE_BLOCK      }
+      ROLE_BARRIER(THREADS);
     }
-    // O += P · V, the D/8 accumulators f inner (independent products in a row, as for S; each O fragment still
-    // sums its key fragments c in order).
-    UNROLL_FULL
-    for (uint c = 0; c < (uint)BK / 8u; ++c)
-      UNROLL_FULL
-      for (uint f = 0; f < (uint)D / 8u; ++f) {
-        metal::simdgroup_half8x8 vf;
-        metal::simdgroup_load(vf, vt + (8u * c) * (uint)KS + 8u * f, (ulong)KS);
-        if (TILES == 2)
-          simdgroup_multiply_accumulate_rows16(o[0][f], o[TILES - 1][f], p[0][c], p[TILES - 1][c], vf);
-        else
-          metal::simdgroup_multiply_accumulate(o[0][f], p[0][c], vf, o[0][f]);
-      }
-    }
-    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
   }
   // Partial results: unnormalized O, running max and sum per row.
   if (!tile) return;
@@ -432,6 +408,162 @@ PARTIAL_SOURCE = """
     if (fn == 0u) { mpart[base] = m[t]; lpart[base] = l[t]; }
   }
 """
+
+# The partial's two blocks, each placed in PARTIAL_SOURCE twice (the one-stage loop and its role in the two-stage
+# one): staging one block of K and V (block `it`), and the products of one block (block `step`).
+STAGE_SOURCE = """
+        // A thread issues all its K and V loads of the block, then its stores (the loads in flight together); a
+        // key past the split loads a live row (key k1 - 1) and stages zeros. (Fetching block i + 1 into registers
+        // while block i is computed, by every thread, was measured slower on the H200: module docstring.)
+        const uint kb = k0 + it * (uint)BK;  // the block staged
+        half4 kr[ITEMS], vr[ITEMS];
+        if (kvec && vvec) {
+          UNROLL_FULL
+          for (uint b = 0; b < (uint)ITEMS; ++b) {
+            const ulong key = metal::min(kb + j0 + b * PASS, k1 - 1u);
+            kr[b] = load4_vector(kp, key * rs);
+            vr[b] = load4_vector(vp, key * vrs);
+          }
+        } else {
+          UNROLL_FULL
+          for (uint b = 0; b < (uint)ITEMS; ++b) {
+            const ulong key = metal::min(kb + j0 + b * PASS, k1 - 1u);
+            kr[b] = load4_strided(kp, key * rs, ds);
+            vr[b] = load4_strided(vp, key * vrs, vds);
+          }
+        }
+        const uint at = (it % (uint)STAGES) * (uint)(BK * KS) + j0 * (uint)KS + d0;
+        UNROLL_FULL
+        for (uint b = 0; b < (uint)ITEMS; ++b) {
+          const uint j = j0 + b * PASS;
+          if (BK % PASS == 0 || j < (uint)BK) {
+            const bool live = kb + j < k1;
+            *(THREADGROUP_MEM half4*)(kt + at + b * PASS * (uint)KS) = live ? kr[b] : half4(half(0.0f));
+            *(THREADGROUP_MEM half4*)(vt + at + b * PASS * (uint)KS) = live ? vr[b] : half4(half(0.0f));
+          }
+        }
+"""
+
+COMPUTE_SOURCE = """
+        const uint step = it + 1u - (uint)STAGES, kb = k0 + step * (uint)BK;  // the block computed
+        const THREADGROUP_MEM half* kc = kt + (step % (uint)STAGES) * (uint)(BK * KS);  // this block's buffers
+        const THREADGROUP_MEM half* vc = vt + (step % (uint)STAGES) * (uint)(BK * KS);
+        // S = Q · Kᵀ for BK keys: BK/8 fragments of [8 rows × 8 keys] per tile. The key fragments c are the inner
+        // loop: consecutive products go to different accumulators, so none waits for the one before in program order
+        // (ptxas interleaved the other order as well: the same speed on the H200; the sums over f keep their order).
+        metal::simdgroup_float8x8 s[TILES][BK / 8];
+        metal::simdgroup_half8x8 p[TILES][BK / 8];
+        UNROLL_FULL
+        for (uint c = 0; c < (uint)BK / 8u; ++c)
+          UNROLL_FULL
+          for (uint t = 0; t < (uint)TILES; ++t) s[t][c] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+        // Key fragments four dims-blocks at a time (simdgroup_load_x4: one ldmatrix.x4 on CUDA), each
+        // accumulator still summing its f in order; a D that is not a multiple of 32 ends with single loads.
+        UNROLL_FULL
+        for (uint f0 = 0; f0 < (uint)D / 8u; f0 += 4u)
+          UNROLL_FULL
+          for (uint c = 0; c < (uint)BK / 8u; ++c) {
+            metal::simdgroup_half8x8 kf[4];
+            const THREADGROUP_MEM half* at = kc + (8u * c) * (uint)KS + 8u * f0;
+            if (f0 + 4u <= (uint)D / 8u)
+              simdgroup_load_x4(kf[0], kf[1], kf[2], kf[3], at, (ulong)KS, true);
+            else
+              UNROLL_FULL
+              for (uint i = 0; f0 + i < (uint)D / 8u; ++i)
+                metal::simdgroup_load(kf[i], at + 8u * i, (ulong)KS, ulong2(0, 0), true);
+            // Two tiles take two dims-blocks per product where they pair up (one 16x8x16 mma on CUDA).
+            UNROLL_FULL
+            for (uint i = 0; i < 4u && f0 + i < (uint)D / 8u; ++i) {
+              const uint f = f0 + i;
+              if (TILES == 2 && i % 2u == 0u && f + 1u < (uint)D / 8u)
+                simdgroup_multiply_accumulate_rows16_k16(s[0][c], s[TILES - 1][c], qf[0][f], qf[TILES - 1][f],
+                                                         qf[0][f + 1u], qf[TILES - 1][f + 1u], kf[i], kf[i + 1u]);
+              else if (TILES == 2 && i % 2u == 0u)
+                simdgroup_multiply_accumulate_rows16(s[0][c], s[TILES - 1][c], qf[0][f], qf[TILES - 1][f], kf[i]);
+              else if (TILES == 1)
+                metal::simdgroup_multiply_accumulate(s[0][c], qf[0][f], kf[i], s[0][c]);
+            }
+          }
+        // Causal / range mask and online softmax for this lane's row fm of each tile.
+        UNROLL_FULL
+        for (uint t = 0; t < (uint)TILES; ++t) {
+          float bmax = -INFINITY;
+          UNROLL_FULL
+          for (uint c = 0; c < (uint)BK / 8u; ++c)
+            UNROLL_FULL
+            for (uint e = 0; e < 2u; ++e) {
+              const uint key = kb + 8u * c + fn + e;
+              float v = s[t][c].thread_elements()[e];
+              if (!rowOks[t] || key >= k1 || key > limit[t]) v = -INFINITY;
+              s[t][c].thread_elements()[e] = v;
+              bmax = metal::max(bmax, v);
+            }
+          bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR1));
+          bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR2));
+          const float mnew = metal::max(m[t], bmax);
+          const float corr = mnew == -INFINITY ? 1.0f : metal::exp(m[t] - mnew);
+          float bsum = 0.0f;
+          UNROLL_FULL
+          for (uint c = 0; c < (uint)BK / 8u; ++c)
+            UNROLL_FULL
+            for (uint e = 0; e < 2u; ++e) {
+              const float v = s[t][c].thread_elements()[e];
+              const float w = v == -INFINITY ? 0.0f : metal::exp(v - mnew);
+              bsum += w;
+              p[t][c].thread_elements()[e] = half(w);
+            }
+          bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR1);
+          bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR2);
+          l[t] = l[t] * corr + bsum;
+          m[t] = mnew;
+          // x * 1 == x: the accumulator's rescale is skipped when no row of the tile moved its max (a vote, so the
+          // branch is uniform across the SIMD group; after the first blocks the max rarely moves).
+          if (!metal::simd_all(corr == 1.0f)) {
+            UNROLL_FULL
+            for (uint f = 0; f < (uint)D / 8u; ++f) {
+              o[t][f].thread_elements()[0] *= corr;
+              o[t][f].thread_elements()[1] *= corr;
+            }
+          }
+        }
+        // O += P · V, the D/8 accumulators f inner (independent products in a row, as for S; each O fragment still
+        // sums its key fragments c in order).
+        // Key fragments in pairs (c, c + 1): two tiles take both in one product (one 16x8x16 mma on CUDA).
+        UNROLL_FULL
+        for (uint c = 0; c < (uint)BK / 8u; c += 2u)
+          UNROLL_FULL
+          for (uint f0 = 0; f0 < (uint)D / 8u; f0 += 4u) {
+            metal::simdgroup_half8x8 vf[2][4];
+            UNROLL_FULL
+            for (uint h = 0; h < 2u; ++h) {
+              const THREADGROUP_MEM half* at = vc + (8u * (c + h)) * (uint)KS + 8u * f0;
+              if (f0 + 4u <= (uint)D / 8u)
+                simdgroup_load_x4(vf[h][0], vf[h][1], vf[h][2], vf[h][3], at, (ulong)KS, false);
+              else
+                UNROLL_FULL
+                for (uint i = 0; f0 + i < (uint)D / 8u; ++i) metal::simdgroup_load(vf[h][i], at + 8u * i, (ulong)KS);
+            }
+            UNROLL_FULL
+            for (uint i = 0; i < 4u && f0 + i < (uint)D / 8u; ++i) {
+              const uint f = f0 + i;
+              if (TILES == 2) {
+                simdgroup_multiply_accumulate_rows16_k16(o[0][f], o[TILES - 1][f], p[0][c], p[TILES - 1][c],
+                                                         p[0][c + 1u], p[TILES - 1][c + 1u], vf[0][i], vf[1][i]);
+              } else {
+                metal::simdgroup_multiply_accumulate(o[0][f], p[0][c], vf[0][i], o[0][f]);
+                metal::simdgroup_multiply_accumulate(o[0][f], p[0][c + 1u], vf[1][i], o[0][f]);
+              }
+            }
+          }
+"""
+
+
+def _assembled() -> str:
+    """PARTIAL_SOURCE with its STAGE_BLOCK / COMPUTE_BLOCK markers filled in."""
+    assert PARTIAL_SOURCE.count("STAGE_BLOCK") == PARTIAL_SOURCE.count("COMPUTE_BLOCK") == 2
+    return PARTIAL_SOURCE.replace("STAGE_BLOCK", STAGE_SOURCE.lstrip("\n")).replace(
+        "COMPUTE_BLOCK", COMPUTE_SOURCE.lstrip("\n"))
+
 
 MERGE_SOURCE = """
   // One threadgroup per (query vector, 32 dims): MERGE_SLICES slices of the splits, a thread merging splits
@@ -472,7 +604,8 @@ MERGE_SOURCE = """
   }
 """
 
-PARTIAL = KernelSpec("multi_query_partial", ("q", "k", "v", "scale"), ("opart", "mpart", "lpart"), PARTIAL_SOURCE,
+PARTIAL = KernelSpec("multi_query_partial", ("q", "k", "v", "scale"), ("opart", "mpart", "lpart"),
+                     _assembled(),
                      header=HEADER, ensure_row_contiguous=False)
 MERGE = KernelSpec("multi_query_merge", ("opart", "mpart", "lpart"), ("out",), MERGE_SOURCE)
 
@@ -503,10 +636,39 @@ def tiles_per_simdgroup(nq: int, d: int) -> int:
     return TILES_PER_SIMDGROUP if nq > 8 and d <= PAIR_MAX_HEAD_DIM else 1
 
 
-def simdgroups(nq: int, d: int) -> int:
-    """SIMD groups per threadgroup: one per ``tiles_per_simdgroup`` 8-row tiles, at least MIN_SIMDGROUPS (staging
-    throughput)."""
-    return max(MIN_SIMDGROUPS, -(-nq // (8 * tiles_per_simdgroup(nq, d))))
+def computing_simdgroups(nq: int, d: int) -> int:
+    """SIMD groups holding query tiles: one per ``tiles_per_simdgroup`` 8-row tiles."""
+    return -(-nq // (8 * tiles_per_simdgroup(nq, d)))
+
+
+def simdgroups(nq: int, d: int, stages: int = 1) -> int:
+    """SIMD groups per threadgroup. One stage: the computing ones, at least MIN_SIMDGROUPS (every SIMD group
+    stages). Two: the computing ones plus at least STAGER_SIMDGROUPS that only stage (MIN_SIMDGROUPS in all)."""
+    computing = computing_simdgroups(nq, d)
+    if stages == 1:
+        return max(MIN_SIMDGROUPS, computing)
+    return computing + max(STAGER_SIMDGROUPS, MIN_SIMDGROUPS - computing)
+
+
+def pipeline_stages(nq: int, d: int, arm: str) -> int:
+    """K/V buffers per threadgroup on ``arm``: 2 on CUDA where two blocks of K and V fit its 48 KiB of static
+    shared memory and the threadgroup keeps <= MAX_PIPELINED_SIMDGROUPS SIMD groups; else 1. Metal stays at 1:
+    the two roles meet at barriers from their own loops (the body's ``ROLE_BARRIER``, a PTX named barrier), and
+    Metal requires every thread of a threadgroup to reach the same barrier call.
+
+    With two, SIMD groups of their own stage block i + 1 while the tiles compute block i, so the tiles neither
+    issue the staging nor wait for its loads (ncu on the H200, one stage, 32/8/L8/D128: the staging was 55% of the
+    instructions and the SIMD groups past the tiles spent most of their time at the barrier after the products,
+    ``perf/runs/2026-11-30-h200-session6/callE1``). The blocks and every product are the same: only the schedule
+    differs, so the results are bit-identical to one stage."""
+    return 2 if arm == "cuda" and _two_stages_fit(nq, d) else 1
+
+
+def _two_stages_fit(nq: int, d: int) -> bool:
+    """Whether a two-stage threadgroup exists: its buffers in CUDA's static shared memory, its SIMD groups within
+    MAX_PIPELINED_SIMDGROUPS (beyond, a launch can ask for more registers than an SM has)."""
+    two_blocks = 2 * 2 * block_keys(d) * (d + ROW_PAD) * 2  # stages x (K, V) x BK rows x KS halves x 2 bytes
+    return two_blocks <= STATIC_SHARED_BYTES and simdgroups(nq, d, 2) <= MAX_PIPELINED_SIMDGROUPS
 
 
 # --- validation -------------------------------------------------------------
@@ -555,19 +717,28 @@ def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
 # --- the kernels -------------------------------------------------------------
 
 
-def partial_launch(q: mx.array, keys: mx.array, values: mx.array, scale: mx.array, splits: int) -> Launch:
+def partial_launch(q: mx.array, keys: mx.array, values: mx.array, scale: mx.array, splits: int,
+                   stages: int = 1) -> Launch:
     """The partial pass (``q`` contiguous; ``scale`` the softmax scale as a one-element array in q's dtype: the
-    body rounds q * scale to it, as the seed's separate multiply did). N and the split count are not template
-    constants (the body reads them from the keys' shape and the grid): one compilation serves a growing cache."""
+    body rounds q * scale to it, as the seed's separate multiply did; ``stages``: 1 or 2, ``pipeline_stages``).
+    N and the split count are not template constants (the body reads them from the keys' shape and the grid):
+    one compilation serves a growing cache."""
+    if stages not in (1, 2):
+        raise ValueError(f"stages must be 1 or 2, got {stages!r}")
     _, h, L, d = q.shape
     kvh = keys.shape[1]
     rep = h // kvh
     nq = rep * L
-    threads = 32 * simdgroups(nq, d)
+    if stages == 2 and not _two_stages_fit(nq, d):
+        raise ValueError(f"stages=2 does not fit NQ={nq}, D={d}: two K/V blocks need <= {STATIC_SHARED_BYTES} bytes "
+                         f"and the threadgroup <= {MAX_PIPELINED_SIMDGROUPS} SIMD groups (pipeline_stages)")
+    threads = 32 * simdgroups(nq, d, stages)
+    stagers = threads if stages == 1 else threads - 32 * computing_simdgroups(nq, d)
     bk = block_keys(d)
+    rows_per_pass = stagers // (d // 4)  # the body's PASS: each stager owns one 4-dim quad of a row
     template = (("T", q.dtype), ("L", L), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("BK", bk),
                 ("KS", d + ROW_PAD), ("THREADS", threads), ("TILES", tiles_per_simdgroup(nq, d)),
-                ("ITEMS", -(-bk * d // 4 // threads)))
+                ("STAGES", stages), ("STAGERS", stagers), ("ITEMS", -(-bk // rows_per_pass)))
     return Launch(PARTIAL, (q, keys, values, scale), template, grid=(threads * splits, kvh, 1),
                   threadgroup=(threads, 1, 1),
                   output_shapes=((splits, kvh, nq, d), (splits, kvh, nq), (splits, kvh, nq)),
@@ -609,7 +780,8 @@ def _compiled_call(arm: str, scale: float, splits: int, signature: tuple):
 
     def call(q, keys, values):
         scale_t = _scale_array(scale, q.dtype)
-        opart, mpart, lpart = partial_launch(mx.contiguous(q), keys, values, scale_t, splits).run(arm)
+        stages = pipeline_stages(q.shape[1] // keys.shape[1] * q.shape[2], q.shape[3], arm)
+        opart, mpart, lpart = partial_launch(mx.contiguous(q), keys, values, scale_t, splits, stages).run(arm)
         (out,) = merge_launch(opart, mpart, lpart, q.dtype, q.shape[1], q.shape[2]).run(arm)
         return out
 

@@ -341,9 +341,19 @@ CATALOG: tuple[Mutant, ...] = (
         "multi_query_accumulator_not_rescaled",
         "the online softmax rescales the running sum l but not the accumulator O when the max grows",
         "multi_query",
-        (body(MULTI, "        o[t][f].thread_elements()[0] *= corr;\n        o[t][f].thread_elements()[1] *= corr;\n", ""),
+        (body(MULTI, "              o[t][f].thread_elements()[0] *= corr;\n              o[t][f].thread_elements()[1] *= corr;\n",
+               ""),
          graph(MULTI, "o = o * corr[..., None] + _half(w) @ v[:, :, b]", "o = o + _half(w) @ v[:, :, b]")),
         (MULTI_GATE % "float32-H8-KVH1-L4-N257-D256-heads",)),
+    Mutant(
+        "multi_query_tiles_read_the_buffer_being_staged",
+        "the two-stage partial (CUDA) computes block i from the buffer its stagers are filling with block i + 1 "
+        "(one stage has one buffer: the graph arm mirrors the effect, block i's scores from block i + 1's keys)",
+        "multi_query",
+        (body(MULTI, "const THREADGROUP_MEM half* kc = kt + (step % (uint)STAGES) * (uint)(BK * KS);",
+              "const THREADGROUP_MEM half* kc = kt + (it % (uint)STAGES) * (uint)(BK * KS);"),
+         graph(MULTI, "s = qf @ k[:, :, b].swapaxes(-1, -2)", "s = qf @ k[:, :, min(b + 1, blocks - 1)].swapaxes(-1, -2)")),
+        (MULTI_GATE % "bfloat16-H32-KVH8-L8-N4096-D128-slice",)),
 
     # --- masks --------------------------------------------------------------------
     Mutant(

@@ -100,3 +100,35 @@ def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch):
     monkeypatch.undo()
     check_bounded_trace_cache(mq._compiled_call, ("cuda", 0.125, 4),
                               lambda n: (((1, 8, 2, 64), mx.bfloat16), ((1, 2, n, 64), mx.bfloat16)))
+
+
+# (H, KVH, L, N, D, splits, layout): shapes where CUDA takes the two-stage partial (pipeline_stages), with several
+# blocks per split, a split ending inside a block, views with strided loads, and empty splits (N 40 over 64 splits).
+TWO_STAGE_GEOMETRIES = [
+    (32, 8, 8, 1000, 128, 5, "slice"),  # NQ 32: two tiles per SIMD group, 2 stagers
+    (64, 8, 8, 700, 128, None, "transposed"),  # NQ 64: six SIMD groups, strided loads
+    (16, 8, 8, 600, 256, 3, "heads"),  # D 256: 16-key blocks
+    (8, 2, 1, 40, 64, 64, "contiguous"),  # NQ 4, splits past N: some empty
+]
+
+
+@pytest.mark.arms("cuda")
+@pytest.mark.parametrize("geometry", TWO_STAGE_GEOMETRIES, ids=geometry_id)
+def test_two_stages_match_one_stage(arm, gate, geometry):
+    """The two-stage partial (CUDA: stagers fill block i + 1 while the tiles compute block i) runs the same blocks
+    and products as the one-stage partial (Metal's schedule), so its output is bit-identical to it."""
+    import impl.multi_query as mq
+
+    h, kvh, L, n, d, splits, layout = geometry
+    case = build_multi_query_case(np.random.default_rng(n), dtype="bfloat16", h=h, kvh=kvh, L=L, n=n, d=d,
+                                  splits=splits, layout=layout)
+    nq = h // kvh * L
+    assert mq.pipeline_stages(nq, d, arm) == 2, "the geometry must be one CUDA runs in two stages"
+    outs = []
+    for stages in (1, 2):
+        q = mx.contiguous(case.q_mx)
+        partial = mq.partial_launch(q, case.k_mx, case.v_mx, mx.array([case.scale], dtype=q.dtype),
+                                    splits or default_splits(n, kvh), stages)
+        opart, mpart, lpart = partial.run(arm)
+        outs.append(mq.merge_launch(opart, mpart, lpart, q.dtype, h, L).run(arm)[0])
+    gate.bit_exact(outs[1], outs[0], what="two-stage partial against one stage", kernel=KERNEL, case=case.id)

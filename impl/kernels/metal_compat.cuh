@@ -118,6 +118,9 @@ METAL_FUNC T simd_shuffle_xor(T x, uint mask) { return __shfl_xor_sync(0xfffffff
 template <typename T>
 METAL_FUNC T simd_shuffle(T x, uint lane) { return __shfl_sync(0xffffffffu, x, lane); }
 
+// True when x is true on every lane (a warp vote).
+METAL_FUNC bool simd_all(bool x) { return __all_sync(0xffffffffu, x); }
+
 // metal:: spellings of what the bodies may call qualified.
 namespace metal {
 enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4 };
@@ -129,6 +132,7 @@ METAL_FUNC float min(float a, float b) { return ::fminf(a, b); }
 METAL_FUNC uint max(uint a, uint b) { return a > b ? a : b; }
 METAL_FUNC uint min(uint a, uint b) { return a < b ? a : b; }
 METAL_FUNC bool isnan(float x) { return (__float_as_uint(x) & 0x7fffffffu) > 0x7f800000u; }
+using ::simd_all;
 using ::simd_max;
 using ::simd_min;
 using ::simd_shuffle;

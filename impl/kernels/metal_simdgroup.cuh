@@ -19,6 +19,8 @@
 //   allocations (CUDA aligns a `__shared__` array to its element only): a body
 //   may store a half4 into a half array at a multiple of 4 elements, and the
 //   simdgroup loads below read 16-bit pairs as one 32-bit word.
+// * `ROLE_BARRIER(threads)`: a barrier SIMD groups may reach from different call
+//   sites (below).
 // * `UNROLL_FULL`: `_Pragma("unroll")`, the CUDA spelling of the seed's
 //   `#pragma clang loop unroll(full)` (a kernel header defines the Metal one).
 //   nvcc and NVRTC ignore the clang spelling (warning 20199-D, "unrecognized
@@ -41,6 +43,8 @@
 //   `make_filled_simdgroup_matrix`, `simdgroup_load` (with Metal's transpose
 //   flag) and `simdgroup_multiply_accumulate`; and the fragment layout
 //   (`SG_FRAGMENT_LAYOUT`, below) the bodies address thread_elements() by.
+// * `simdgroup_load_x4(m0, m1, m2, m3, src, elements_per_row, transpose)`: four
+//   side-by-side 8x8 loads, one `ldmatrix.x4` on the tensor-core path (below).
 // * `simdgroup_multiply_accumulate_rows16(d0, d1, a0, a1, b)`: d0 += a0 * b and
 //   d1 += a1 * b, two 8-row tiles times one matrix. Not a Metal function: a
 //   kernel header that uses it defines it as those two Metal products unless
@@ -113,6 +117,11 @@
 
 #define DEVICE_MEM
 #define THREADGROUP_MEM
+// A barrier that SIMD groups of different roles may reach from different places in a body (multi-query's two-stage
+// loops): PTX's named barrier 1 counting `threads` arrivals, which may come from distinct barrier instructions.
+// (__syncthreads, barrier 0, promises that only when every thread reaches the same one.) The kernel header's Metal
+// spelling is threadgroup_barrier, and Metal never takes that path (impl.multi_query.pipeline_stages).
+#define ROLE_BARRIER(threads) asm volatile("bar.sync 1, %0;" ::"r"((unsigned)(threads)) : "memory")
 #define UNROLL_FULL _Pragma("unroll")
 #define ulong2(x, y) make_ulong2((x), (y))
 
@@ -394,6 +403,42 @@ METAL_FUNC void tensor_mma_rows16(float& c0, float& c1, float& c2, float& c3, ui
 
 }  // namespace metal_simdgroup
 
+#define SG_LOAD_X4
+// m0..m3 = the four 8x8 matrices side by side at src (columns 0-7, 8-15, 16-23, 24-31 of 8 rows), each as
+// simdgroup_load(m_i, src + 8i, elements_per_row, 0, transpose) would load it. Not a Metal function: a kernel header
+// that uses it defines it as those four loads unless SG_LOAD_X4 is defined. Here, for 16-bit matrices of a 16-bit
+// source on the tensor-core path, one `ldmatrix.x4` (lane l gives the address of row l % 8 of matrix l / 8): without
+// .trans each lane receives its stored row pair (a transposed load's storage), with .trans its pair of the stored
+// matrix's transpose (a plain load, held in transposed storage: already the B fragment, no movmatrix). The source
+// must be in threadgroup memory, 16-byte aligned, and elements_per_row * 2 bytes a multiple of 16.
+template <typename T, typename U>
+METAL_FUNC void simdgroup_load_x4(metal::simdgroup_matrix<T, 8, 8>& m0, metal::simdgroup_matrix<T, 8, 8>& m1,
+                                  metal::simdgroup_matrix<T, 8, 8>& m2, metal::simdgroup_matrix<T, 8, 8>& m3,
+                                  const U* src, ulong elements_per_row, bool transpose_matrix) {
+  using namespace ::metal_simdgroup;
+  if constexpr (TENSOR_CORES && is16<T> && same<T, U>) {
+    const uint l = lane();
+    const unsigned row = (unsigned)__cvta_generic_to_shared(src + (l % 8u) * elements_per_row + (l / 8u) * 8u);
+    uint32_t w[4];
+    if (transpose_matrix)
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(row));
+    else
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(row));
+    unbits2(m0.e, w[0]);
+    unbits2(m1.e, w[1]);
+    unbits2(m2.e, w[2]);
+    unbits2(m3.e, w[3]);
+    m0.transposed = m1.transposed = m2.transposed = m3.transposed = true;
+  } else {
+    metal::simdgroup_load(m0, src, elements_per_row, ulong2(0, 0), transpose_matrix);
+    metal::simdgroup_load(m1, src, elements_per_row, ulong2(8, 0), transpose_matrix);
+    metal::simdgroup_load(m2, src, elements_per_row, ulong2(16, 0), transpose_matrix);
+    metal::simdgroup_load(m3, src, elements_per_row, ulong2(24, 0), transpose_matrix);
+  }
+}
+
 #define SG_MULTIPLY_ACCUMULATE_ROWS16
 // d0 += a0 * b, d1 += a1 * b (file comment); d0 / d1 must not alias a0, a1 or b.
 template <typename TD, typename TA, typename TB>
@@ -418,6 +463,64 @@ METAL_FUNC void simdgroup_multiply_accumulate_rows16(metal::simdgroup_matrix<TD,
   } else {
     metal::simdgroup_multiply_accumulate(d0, a0, b, d0);
     metal::simdgroup_multiply_accumulate(d1, a1, b, d1);
+  }
+}
+
+namespace metal_simdgroup {
+
+// D = A * B + C with A 16 x 16 (registers a0..a3: rows g / g + 8 of columns 2t.. and 2t + 8..), B 16 x 8 (b0, b1:
+// rows 2t.. and 2t + 8.. of column g), C and D 16 x 8 as in tensor_mma_rows16.
+template <typename T>
+METAL_FUNC void tensor_mma_rows16_k16(float& c0, float& c1, float& c2, float& c3, uint32_t a0, uint32_t a1,
+                                      uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  static_assert(tensor_type<T>, "tensor_mma_rows16_k16 multiplies half or bfloat inputs");
+  if constexpr (same<T, __half>) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+}  // namespace metal_simdgroup
+
+#define SG_MULTIPLY_ACCUMULATE_ROWS16_K16
+// d0 += a0 * b0 + a2 * b1 and d1 += a1 * b0 + a3 * b1: two 8-row tiles times a 16-deep product (two 8x8 steps of
+// the contraction). Not a Metal function: a kernel header that uses it defines it as the two
+// simdgroup_multiply_accumulate_rows16 calls, b0's then b1's, unless SG_MULTIPLY_ACCUMULATE_ROWS16_K16 is defined.
+// Here one tensor-core `mma.m16n8k16` on 16-bit operands: half the mma instructions of two rows16 calls, and the
+// hardware adds the 16 products of a row before the accumulator (the order inside a product is the hardware's, as
+// for m16n8k8: a rounding difference the gates bound). Otherwise (the emulation, other types) the two calls.
+template <typename TD, typename TA, typename TB>
+METAL_FUNC void simdgroup_multiply_accumulate_rows16_k16(
+    metal::simdgroup_matrix<TD, 8, 8>& d0, metal::simdgroup_matrix<TD, 8, 8>& d1,
+    const metal::simdgroup_matrix<TA, 8, 8>& a0, const metal::simdgroup_matrix<TA, 8, 8>& a1,
+    const metal::simdgroup_matrix<TA, 8, 8>& a2, const metal::simdgroup_matrix<TA, 8, 8>& a3,
+    const metal::simdgroup_matrix<TB, 8, 8>& b0, const metal::simdgroup_matrix<TB, 8, 8>& b1) {
+  using namespace ::metal_simdgroup;
+  if constexpr (TENSOR_CORES && same<TA, TB> && tensor_type<TA>) {
+    float c0 = float(d0.thread_elements()[0]), c1 = float(d0.thread_elements()[1]);
+    float c2 = float(d1.thread_elements()[0]), c3 = float(d1.thread_elements()[1]);
+    const auto afrag = [](const metal::simdgroup_matrix<TA, 8, 8>& a) {
+      return a.transposed ? transpose16(bits2(a.e)) : bits2(a.e);
+    };
+    const auto bfrag = [](const metal::simdgroup_matrix<TB, 8, 8>& b) {
+      return b.transposed ? bits2(b.e) : transpose16(bits2(b.e));
+    };
+    tensor_mma_rows16_k16<TA>(c0, c1, c2, c3, afrag(a0), afrag(a1), afrag(a2), afrag(a3), bfrag(b0), bfrag(b1));
+    d0.e[0] = TD(c0);
+    d0.e[1] = TD(c1);
+    d1.e[0] = TD(c2);
+    d1.e[1] = TD(c3);
+    d0.transposed = d1.transposed = false;
+  } else {
+    simdgroup_multiply_accumulate_rows16(d0, d1, a0, a1, b0);
+    simdgroup_multiply_accumulate_rows16(d0, d1, a2, a3, b1);
   }
 }
 

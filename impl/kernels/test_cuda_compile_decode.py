@@ -71,9 +71,13 @@ def multi_query_launches(dtypes=DTYPES, geometries=MULTI_QUERY_GEOMETRIES) -> li
     for dtype in dtypes:
         for h, kvh, L, d, n, splits in geometries:
             q, kv = mx.zeros((1, h, L, d), dtype), mx.zeros((1, kvh, n, d), dtype)
-            partial = mq.partial_launch(q, kv, kv, mx.ones((1,), dtype), splits or mq.default_splits(n, kvh))
+            # Both schedules where CUDA takes two stages (Metal runs one: impl.multi_query.pipeline_stages).
+            for stages in sorted({1, mq.pipeline_stages(h // kvh * L, d, "cuda")}):
+                partial = mq.partial_launch(q, kv, kv, mx.ones((1,), dtype), splits or mq.default_splits(n, kvh),
+                                            stages)
+                launches.append(partial)
             opart, mpart, lpart = (mx.zeros(s, mx.float32) for s in partial.output_shapes)
-            launches += [partial, mq.merge_launch(opart, mpart, lpart, dtype, h, L)]
+            launches.append(mq.merge_launch(opart, mpart, lpart, dtype, h, L))
     return launches
 
 
@@ -83,12 +87,17 @@ def multi_query_launches(dtypes=DTYPES, geometries=MULTI_QUERY_GEOMETRIES) -> li
 #   in threadgroup memory as half: the tensor-core path, transposed storage on both operands when TRANSPOSE),
 #   H = A * B' from float matrices loaded straight from the inputs (the shuffle emulation on CUDA),
 #   I = A * B' + C and J = A' * B' + make_filled(0.5) from one simdgroup_multiply_accumulate_rows16 (on CUDA one
-#   16-row mma: I the rows 0..7, J the rows 8..15).
+#   16-row mma: I the rows 0..7, J the rows 8..15),
+#   K = the four 8x8 blocks W_0..W_3 of an 8x32 W (or their transposes) from one simdgroup_load_x4 (one
+#   ldmatrix.x4 on CUDA, .trans for plain loads), staged as half with rows 40 apart, and L = A * W_2' (a matrix of
+#   that load as the B operand).
 SIMDGROUP_PROBE_SOURCE = """
   const uint lane = thread_index_in_simdgroup;
   const uint fm = sg_fragment_row(lane), fn = sg_fragment_col(lane);
   threadgroup half ta[64];
   threadgroup half tb[64];
+  threadgroup half tw[8 * 40];
+  for (uint i = lane; i < 256u; i += 32u) tw[(i / 32u) * 40u + i % 32u] = half(w[i]);
   ta[lane] = half(a[lane]); ta[lane + 32u] = half(a[lane + 32u]);
   tb[lane] = half(b[lane]); tb[lane + 32u] = half(b[lane + 32u]);
   threadgroup_barrier(metal::mem_flags::mem_threadgroup);
@@ -114,6 +123,10 @@ SIMDGROUP_PROBE_SOURCE = """
   mi.thread_elements()[1] = c[fm * 8u + fn + 1u];
   mj = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.5f);
   simdgroup_multiply_accumulate_rows16(mi, mj, ma, mat, mb);
+  metal::simdgroup_half8x8 w4[4];
+  simdgroup_load_x4(w4[0], w4[1], w4[2], w4[3], tw, (ulong)40, TRANSPOSE);
+  metal::simdgroup_float8x8 ml = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+  metal::simdgroup_multiply_accumulate(ml, ma, w4[2], ml);
   for (uint e = 0; e < 2u; ++e) {
     d[fm * 8u + fn + e] = mc.thread_elements()[e];
     ee[fm * 8u + fn + e] = md.thread_elements()[e];
@@ -122,16 +135,18 @@ SIMDGROUP_PROBE_SOURCE = """
     h[fm * 8u + fn + e] = mh.thread_elements()[e];
     ii[fm * 8u + fn + e] = mi.thread_elements()[e];
     jj[fm * 8u + fn + e] = mj.thread_elements()[e];
+    ll[fm * 8u + fn + e] = ml.thread_elements()[e];
+    for (uint i = 0; i < 4u; ++i) kk[i * 64u + fm * 8u + fn + e] = float(w4[i].thread_elements()[e]);
   }
 """
-SIMDGROUP_PROBE = KernelSpec("simdgroup_probe", ("a", "b", "c"), ("d", "ee", "ff", "g", "h", "ii", "jj"),
+SIMDGROUP_PROBE = KernelSpec("simdgroup_probe", ("a", "b", "c", "w"), ("d", "ee", "ff", "g", "h", "ii", "jj", "kk", "ll"),
                              SIMDGROUP_PROBE_SOURCE,
                              header=mq.HEADER)  # the fragment layout names for Metal (the CUDA prelude has its own)
 
 
-def probe_launch(a: mx.array, b: mx.array, c: mx.array, transpose: bool) -> Launch:
-    return Launch(SIMDGROUP_PROBE, (a, b, c), (("TRANSPOSE", transpose),), grid=(32, 1, 1), threadgroup=(32, 1, 1),
-                  output_shapes=((64,),) * 7, output_dtypes=(mx.float32,) * 7)
+def probe_launch(a: mx.array, b: mx.array, c: mx.array, w: mx.array, transpose: bool) -> Launch:
+    return Launch(SIMDGROUP_PROBE, (a, b, c, w), (("TRANSPOSE", transpose),), grid=(32, 1, 1), threadgroup=(32, 1, 1),
+                  output_shapes=((64,),) * 7 + ((256,), (64,)), output_dtypes=(mx.float32,) * 9)
 
 
 @pytest.mark.arms("metal", "cuda")
@@ -140,7 +155,10 @@ def test_simdgroup_matrix_semantics(arm, gate, transpose):
     """Small integers: half holds them exactly and every product and sum is exact in float32."""
     rng = np.random.default_rng(int(transpose))
     a, b, c = (rng.integers(-8, 9, (8, 8)).astype(np.float32) for _ in range(3))
-    d, e, f, g, h, i, j = probe_launch(*(mx.array(x.reshape(-1)) for x in (a, b, c)), transpose).run(arm)
+    w = rng.integers(-8, 9, (8, 32)).astype(np.float32)
+    d, e, f, g, h, i, j, k, l = probe_launch(*(mx.array(x.reshape(-1)) for x in (a, b, c, w)), transpose).run(arm)
+    blocks = [w[:, 8 * n:8 * n + 8] for n in range(4)]
+    blocks = [x.T for x in blocks] if transpose else blocks
     at, bt = (a.T, b.T) if transpose else (a, b)
     checks = ((d, a @ bt + c, "simdgroup D = A*B + C in the fragment layout"),
               (e, a @ bt + np.float32(0.5), "make_filled_simdgroup_matrix(0.5) as C"),
@@ -149,7 +167,10 @@ def test_simdgroup_matrix_semantics(arm, gate, transpose):
               (h, a @ bt, "float operands (the shuffle emulation on CUDA)"),
               (i, a @ bt + c, "simdgroup_multiply_accumulate_rows16: the first tile, A * B + C"),
               (j, at @ bt + np.float32(0.5), "simdgroup_multiply_accumulate_rows16: the second tile (transposed "
-               "storage when TRANSPOSE), A' * B + 0.5"))
+               "storage when TRANSPOSE), A' * B + 0.5"),
+              (l, a @ blocks[2], "a matrix of simdgroup_load_x4 as the B operand: A * W_2'"))
+    gate.bit_exact(k.reshape(4, 8, 8), mx.array(np.stack(blocks)), what="simdgroup_load_x4: the four 8x8 blocks of W",
+                   kernel="simdgroup_probe")
     for out, expected, what in checks:
         gate.bit_exact(out.reshape(8, 8), mx.array(expected.astype(np.float32)), what=what, kernel="simdgroup_probe")
 
@@ -167,7 +188,7 @@ class EmulatedLaunch(Launch):
 
 @pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_decode_kernels_compile_as_cuda(tmp_path):
-    probes = [probe_launch(*(mx.zeros((64,)) for _ in range(3)), t) for t in (False, True)]
+    probes = [probe_launch(*(mx.zeros((64,)) for _ in range(3)), mx.zeros((256,)), t) for t in (False, True)]
     # The fallback (MLXGATE_SIMDGROUP_EMULATE) on the probes and two bf16 geometries only: its unrolled shuffle
     # products take ~2 s of nvcc per partial instance (the tensor-core instances ~0.25 s).
     fallback = probes + multi_query_launches((mx.bfloat16,), MULTI_QUERY_GEOMETRIES[1:4:2])

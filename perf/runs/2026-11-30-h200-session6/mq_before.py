@@ -1,0 +1,670 @@
+"""Multi-query causal flash-decoding: a few query rows (L <= 8) over a long KV cache.
+
+Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
+``kernels/attention/multi-query.ts``; the speculative-verify shape)::
+
+    multi_query_causal(q, keys, values, *, scale, splits=None, arm=None) -> [1, H, L, D]
+
+* ``q`` [1, H, L, D], 1 <= L <= 8 (``MAX_ROWS``), D a multiple of 8 up to 256
+  (the body works in 8x8 fragments; ``qf`` and ``o`` keep D/4 values per
+  lane in registers); float32 / float16 / bfloat16 (T). Output in T.
+* ``keys`` / ``values`` [1, KVH, N, D] in T, N >= L: the L query rows are the
+  last L positions of the cache. They may be strided views (a slice of a
+  larger cache, a transpose): the kernel reads ``k_strides`` / ``v_strides``,
+  with 4-wide vector loads when both K and V rows allow them (unit last
+  stride, head and row strides multiples of 4; the view must then start
+  4-element aligned, as every slice along heads or tokens of a cache does)
+  and strided loads otherwise.
+* GQA: H = KVH * REP; query head h reads KV head ``h // REP``. The NQ = REP * L
+  query vectors of a KV head share one threadgroup (one SIMD group per
+  ``tiles_per_simdgroup`` 8-row tiles, at least 4: ``simdgroups``), so NQ <= 64
+  (``MAX_VECTORS``); above it a ValueError names q.
+* Causal, bottom-right: row (r, i) (head kv * REP + r, query i) sees keys
+  ``j <= N - L + i``.
+* ``scale``: finite real, folded into q in T (``q * scale`` rounded to T) as the
+  seed does; the kernel multiplies as it loads q (a one-element ``scale`` input
+  in T), the graph arm with an MLX multiply.
+* ``splits``: key splits (threadgroups per KV head), default
+  ``default_splits(N, KVH)`` = clamp(min(ceil(N / 256), ceil(512 / KVH)), 1, 128)
+  (the seed's ceil(N / 256) until the grid holds ``TARGET_THREADGROUPS``); an
+  int in [1, 128] overrides it (split s covers keys [s * per, min(N, (s + 1) *
+  per)), per = ceil(N / splits); a split may be empty, or hide all its keys
+  from some rows: the merge skips such -inf partials).
+* Precision (the seed's design, "not bit-identical to MLX's kernels; gate by
+  KL"): the kernel rounds Q * scale, K and V to half and multiplies on the
+  simdgroup matrix unit (half in, float accumulate); the probabilities P are
+  rounded to half for P . V while the softmax sums stay float32. So whatever T
+  is, the result carries half precision, and Q * scale, K and V must stay
+  within half's range (|x| < 65504).
+* Bad input (L > 8, NQ > 64, D, dtypes, shapes, N < L, splits, scale) raises
+  ValueError / TypeError naming the argument, before any launch.
+
+Algorithm (every arm): a threadgroup = one KV head x one key split. Its
+query tile rows are loaded once as half fragments (a SIMD group holds
+``TILES`` tiles: 2 at D <= ``PAIR_MAX_HEAD_DIM`` when NQ > 8, so every K / V
+fragment it loads serves 16 rows; the rows' arithmetic is the same;
+``tiles_per_simdgroup``); for each block of BK keys
+of the split (``block_keys``: 32, or 16 at D = 256, where two padded 32-key
+blocks would pass Metal's 32 KiB of threadgroup memory), K and V are staged
+in threadgroup memory as half (rows D + 8 apart), S = Q . K^T on 8x8
+fragments, masked (past the split, past the row's causal limit), an online
+softmax per row (running max m, float32 sum l; P = half(exp(s - m))), the
+accumulator O rescaled and O += P . V. The partials (O, m, l) of the splits
+are merged (a threadgroup per query vector and 32 dims, ``MERGE_SLICES`` slices of
+the splits combined in threadgroup memory; a -inf partial weighs 0) and cast to
+T. kvq4's seed body merges its blocks with this merge (one query row).
+
+Arms: ``metal`` / ``cuda`` compile the seed's bodies below, with port edits
+that keep the Metal semantics, so that one source serves CUDA (where
+``threadgroup`` means ``__shared__`` and ``device`` cannot be a macro):
+
+* pointer types that must be spelled say ``DEVICE_MEM`` / ``THREADGROUP_MEM``
+  (the header defines them as ``device`` / ``threadgroup``, the CUDA prelude
+  as nothing); others are deduced (``const auto qp``, templates);
+* staging reads the last-axis stride (the seed assumed 1) and takes the vector
+  loads only when the strides allow them; a thread issues all its K and V
+  loads of a block (``load4_vector`` / ``load4_strided``, into half4
+  registers) before its stores, so they are in flight together, and a key
+  past the split loads row k1 - 1 (valid) and stages zeros;
+* ``0.0h`` is ``half(0.0f)`` (no half literal in CUDA); ``#pragma clang loop
+  unroll(full)`` is ``UNROLL_FULL`` (the CUDA spelling is ``_Pragma("unroll")``:
+  nvcc ignored the clang one and left ``qf`` / ``o`` in local memory);
+* the fragment layout is asked for, not assumed: ``sg_fragment_row`` /
+  ``sg_fragment_col`` and the row-lane masks ``SG_ROW_LANES_XOR1/2`` (Metal's
+  layout from the header, the tensor cores' from the CUDA prelude);
+* N is ``k_shape[2]`` and the split count ``threadgroups_per_grid.x`` (the
+  merge: ``mpart_shape[0]``), not template constants: one compilation per
+  (T, L, D, KVH, REP) serves a cache that grows every decode step (the seed
+  compiled once per N).
+
+The CUDA prelude (``impl/kernels/metal_simdgroup.cuh``, its comment has the
+details) runs ``simdgroup_multiply_accumulate`` of half operands as one
+tensor-core ``mma.sync.m16n8k8`` (rows 8..15 zero) in the mma fragment
+layout, and ``simdgroup_multiply_accumulate_rows16`` (two tiles times one
+fragment; ``HEADER`` defines it as two Metal products) as one m16n8k8 whose
+16 rows are the two tiles; a K fragment loaded transposed is already the B operand, a V fragment
+takes one ``movmatrix`` transpose. ``MLXGATE_SIMDGROUP_EMULATE`` (defined
+before the prelude) brings back the shuffle emulation in Metal's layout; the
+nvcc test compiles both. A prelude edit renames the kernel (the preludes
+are part of every kernel's name: ``impl.kernels.compile.kernel_name``).
+A call runs partial and merge as one ``mx.compile``d function per
+input signature, the ``TRACES_KEPT`` most recent kept (``_compiled_call``: a decode
+step's layers share N, so the first traces and the rest replay; measured on
+the H200, ``perf/runs/2026-11-29-h200-session3/call5/``).
+
+``graph`` is the same algorithm in MLX ops: the same splits and BK-key
+blocks, one block of every split per step, the same half roundings (Q * scale,
+K, V, P) and -inf handling, float32 accumulation; its only liberty is the
+order of float32 additions inside the 8x8 products (a matmul: its operands
+are half values, exact in float32 and in the TF32 that MLX's CUDA backend uses
+for float32 matmuls).
+
+Measured locally (nvcc 13.0, sm_90, ``-Xptxas -v``; registers per thread /
+stack frame, partial pass, 32/8/L8/D128, 16/8/L8/D256, 8/8/L1/D64):
+
+* before (seed body, shuffle emulation, clang unroll pragma ignored): bf16
+  63 / 160 B, 48 / 384 B, 54 / 96 B (qf and o in local memory); nvcc compile
+  test's 15 partial instances 6.5 s in one batch (~2.7 s of it fixed cost).
+* after (tensor cores, unrolled): bf16 144 / 0, 219 / 0, 91 / 0; f32 174 / 0,
+  248 / 0, 90 / 0; no spills; the same 15 instances 6.2 s (~0.25 s each).
+  At 128 threads per threadgroup that is 3 threadgroups per SM at D128 bf16,
+  2 at D256.
+* fallback (``MLXGATE_SIMDGROUP_EMULATE``, now unrolled): bf16 130, 248, 72
+  registers, no stack; ~2 s of nvcc per instance (32.6 s for the 15).
+* two tiles per SIMD group (``TILES_PER_SIMDGROUP = 2``, the scale folded into
+  the q load): bf16 168 / 0, 219 / 0 (D256: one tile), 114 / 0; f32 182 / 0;
+  64/8/L8/D128 bf16 168 at 128 threads (127 at 256 before); fallback 179, 248,
+  72, no stack. Still 3 threadgroups per SM at D128 bf16. A 2-SIMD-group
+  threadgroup (MIN_SIMDGROUPS = 2) was tried: 250 registers at D128 and a
+  40-byte spill at D256 (the staging registers double), so not used.
+
+GPU numbers: ``perf/runs/2026-11-29-h200-session3`` (call2a, call5) measured
+the one-tile kernel (``TILES_PER_SIMDGROUP = 1``): 0.163 ms at 32/8/L8/D128/N32k
+against 0.437 ms for eight single-row SDPA calls. The two-tile kernel with the
+folded scale (``perf/runs/2026-11-30-h200-session4/callA/multi_query_pack.txt``, one
+process): 0.137-0.154 ms across splits 32..128 against 0.138-0.146 for one tile, and
+0.349 ms for the eight single-row calls (2.4-2.6x); at 16/8/L8/D256 (one tile either
+way) 0.236 ms against 1.902 (8.1x). The breakdown at 32/8/L8/D128: partial alone
+0.119 ms, merge alone 0.024, a whole call at N = 64 (the per-call fixed cost) 0.042.
+Two tiles did not beat one there (within the 5-13% spread between processes); they
+stay the default because they issue half the mma and fragment instructions, and the
+pooled baseline (``perf/runs/2026-11-30-h200-session4/pooled``) has 0.174 ms against
+0.438 for the single-row calls (2.5x).
+
+Session 5 (``perf/runs/2026-11-30-h200-session5``, calls C1-C6; its README lists
+them). ncu on the partial at 32/8/L8/D128 (``callC1/prof``): 17-18% of DRAM peak,
+0.36-0.49 instructions issued per scheduler and cycle, 2.5 active warps per scheduler
+(3 threadgroups of 4 SIMD groups per SM, register-bound): latency-bound, not
+bandwidth-bound. Tried, each checked bit-identical to the kernel it varies:
+
+* the next block's K / V fetched into registers while the current one is
+  computed: 162-198 registers, slower at every matched tiling and split count
+  (0.136-0.188 against 0.132-0.157 ms eval8; call C1), dropped;
+* K and V staged in turn (123 registers, 4 threadgroups per SM): slower at every
+  shape (0.18 against 0.17 ms at D128, 0.31 against 0.24 at D256), not used;
+* the fragment loops ordered so consecutive products are independent (kept: same
+  sums, same speed within noise: ptxas already interleaved them);
+* one tile per SIMD group at NQ = 32 (four computing SIMD groups instead of two;
+  144 registers): 0.132-0.139 against 0.143-0.149 ms eval8 in one process (call
+  C1), but ncu had the partial 6% slower (171 against 161 us, calls C3 / C1) and
+  the pipelined call of the pooled tree was 0.093 ms against pass 4's 0.088
+  (call C5, its control unchanged at 0.358): two tiles stay the rule at NQ > 8
+  (at NQ = 64 one tile lost plainly: 0.233 against 0.191 ms);
+* the merge: a thread per output element over all splits ran at 8 warps per SM
+  (ncu 18.7 us for 64 splits); sliced, 12.2 us.
+
+The committed pooled baseline is call C6's (``callC6/pooled``, after the tile rule
+went back to two tiles at NQ > 8): 0.161 ms against 0.407 ms for the eight
+single-row calls (2.5x) at 32/8/L8/D128; ``perf/RESULTS.md`` has the rest.
+
+Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
+``reference.attention.attention_ref``, with the naive computation in T, or in
+float16 for float32 inputs, the kernel's working precision, as baseline; KL
+through a fixed LM head against the oracle); ``properties/test_multi_query_props.py``
+(Hypothesis: L 1..8, NQ up to 64, D 64/128/256, N across split and block
+edges, forced splits with fully masked partials, strided and transposed K/V,
+causality, bad input); ``impl/kernels/test_cuda_compile_decode.py`` (nvcc
+compiles every instance, both prelude paths; the simdgroup probe holds the
+prelude's products, loads and thread_elements() bit-exact on a GPU).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import mlx.core as mx
+import numpy as np
+
+from impl.arms import resolve_arm
+from impl.checks import check_scale
+from impl.kernels import TRACES_KEPT, KernelSpec, Launch, input_signature
+
+__all__ = [
+    "BK",
+    "DTYPES",
+    "MAX_HEAD_DIM",
+    "MAX_ROWS",
+    "MAX_SPLITS",
+    "MAX_VECTORS",
+    "SPLIT_KEYS",
+    "block_keys",
+    "default_splits",
+    "merge_launch",
+    "multi_query_causal",
+    "partial_launch",
+]
+
+BK = 32  # keys per staged block (16 at D > 248: see block_keys)
+MAX_ROWS = 8  # L
+MAX_VECTORS = 64  # NQ = REP * L: 8 SIMD groups x 8-row tiles
+MAX_HEAD_DIM = 256
+SPLIT_KEYS = 256  # the fewest keys a default split gets (the seed's keys per split)
+MAX_SPLITS = 128
+MERGE_SLICES = 8  # slices of the splits per merge threadgroup (the merge body's 8)
+# Default splits aim at this many threadgroups (splits x KV heads): about 4 resident per SM on the H200's 132
+# SMs at the 128-thread, <= 128-register instances (module docstring), so one wave; fewer splits also means
+# fewer partials to write and merge (NQ * D float32 per split and KV head).
+TARGET_THREADGROUPS = 512
+MIN_SIMDGROUPS = 4  # a threadgroup stages K/V with at least 4 SIMD groups (tiles below 4 leave some only staging)
+# 8-row query tiles per SIMD group: 2 where a SIMD group holds more than one tile's rows and D <= PAIR_MAX_HEAD_DIM.
+# A K or V fragment loaded from threadgroup memory then serves 16 rows, and on CUDA the two tiles' products are
+# one 16-row tensor-core mma (the prelude's simdgroup_multiply_accumulate_rows16; a tile alone fills half of it).
+# 1 is the one-tile-per-SIMD-group kernel measured on the H200 in perf/runs/2026-11-29-h200-session3.
+TILES_PER_SIMDGROUP = 2
+# Two tiles hold two accumulators of D/4 floats per lane: at D = 256 that passes 255 registers (nvcc -Xptxas -v).
+PAIR_MAX_HEAD_DIM = 128
+ROW_PAD = 8  # halves of padding per staged row (16 bytes): a fragment's 8 rows then start in 8 different banks
+THREADGROUP_BYTES = 32768  # Metal's threadgroup memory per threadgroup (CUDA allows 48 KiB static)
+DTYPES = (mx.bfloat16, mx.float16, mx.float32)
+
+HEADER = """
+#ifndef DEVICE_MEM
+#define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
+#endif
+#ifndef THREADGROUP_MEM
+#define THREADGROUP_MEM threadgroup  // Metal's threadgroup address space (the CUDA prelude: empty)
+#endif
+#ifndef UNROLL_FULL
+#define UNROLL_FULL _Pragma("clang loop unroll(full)")  // the CUDA prelude: _Pragma("unroll")
+#endif
+#ifndef SG_FRAGMENT_LAYOUT
+#define SG_FRAGMENT_LAYOUT
+// Metal's simdgroup-matrix layout: lane l holds row sg_fragment_row(l), columns sg_fragment_col(l) and
+// that + 1; the lanes of one row are l ^ 1, l ^ 8 and l ^ 9. (The CUDA prelude defines its own.)
+METAL_FUNC uint sg_fragment_row(uint l) { return ((l / 4u) & 4u) + ((l / 2u) % 4u); }
+METAL_FUNC uint sg_fragment_col(uint l) { return ((l / 4u) & 2u) * 2u + (l % 2u) * 2u; }
+#define SG_ROW_LANES_XOR1 1u
+#define SG_ROW_LANES_XOR2 8u
+#endif
+#ifndef SG_MULTIPLY_ACCUMULATE_ROWS16
+#define SG_MULTIPLY_ACCUMULATE_ROWS16
+// d0 += a0 · b and d1 += a1 · b: two 8-row tiles times one 8x8 matrix. Here two simdgroup products; the CUDA
+// prelude defines it as one 16-row tensor-core product (metal_simdgroup.cuh).
+#define simdgroup_multiply_accumulate_rows16(d0, d1, a0, a1, b) \
+  do { \
+    metal::simdgroup_multiply_accumulate(d0, a0, b, d0); \
+    metal::simdgroup_multiply_accumulate(d1, a1, b, d1); \
+  } while (0)
+#endif
+
+// Dims [d, d + 4) of one K/V row as half: one 4-wide vector load (the row allows it), or 4 loads `step` apart.
+template <typename T>
+METAL_FUNC half4 load4_vector(const DEVICE_MEM T* src, ulong at) {
+  const metal::vec<T, 4> raw = *(const DEVICE_MEM metal::vec<T, 4>*)(src + at);  // one load, by value
+  return half4(float4(raw));
+}
+
+template <typename T>
+METAL_FUNC half4 load4_strided(const DEVICE_MEM T* src, ulong at, ulong step) {
+  half4 h;
+  for (uint e = 0; e < 4u; ++e) h[e] = half(float(src[at + (ulong)e * step]));
+  return h;
+}
+"""
+
+PARTIAL_SOURCE = """
+  const uint lane = thread_index_in_simdgroup;
+  const uint sg = simdgroup_index_in_threadgroup;
+  const uint tid = thread_position_in_threadgroup.x;
+  const uint hk = threadgroup_position_in_grid.y;
+  const uint split = threadgroup_position_in_grid.x;
+  // Run-time cache length and split count: one compiled instance serves every N.
+  const uint n = (uint)k_shape[2], splits = threadgroups_per_grid.x;
+  const uint fm = sg_fragment_row(lane), fn = sg_fragment_col(lane);
+  // One block of K and one of V as half, rows KS >= D apart (the padding spreads a fragment's rows over banks).
+  threadgroup half kt[BK * KS];
+  threadgroup half vt[BK * KS];
+  // Query tiles: TILES 8-row tiles per SIMD group, tile t holding rows (sg * TILES + t) * 8 .. + 7 of the head
+  // group's rep·L vectors; every K / V fragment loaded serves all of them.
+  const bool tile = sg * (uint)TILES * 8u < (uint)NQ;  // simdgroups past the tiles only stage K/V
+  const float qscale = float(scale[0]);                // the softmax scale, in T
+  metal::simdgroup_half8x8 qf[TILES][D / 8];
+  metal::simdgroup_float8x8 o[TILES][D / 8];
+  float m[TILES], l[TILES];
+  uint limit[TILES];                                   // keys <= limit[t] are visible to this lane's row of tile t
+  bool rowOks[TILES];
+  UNROLL_FULL
+  for (uint t = 0; t < (uint)TILES; ++t) {
+    const uint row = (sg * (uint)TILES + t) * 8u + fm;  // this lane's fragment row
+    const bool rowOk = row < (uint)NQ;
+    const uint rr = rowOk ? row / (uint)L : 0u, qi = rowOk ? row % (uint)L : 0u;
+    const auto qp = q + ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D;
+    // Q * scale rounded to T (the seed's mulScalar in T), then to half.
+    UNROLL_FULL
+    for (uint f = 0; f < (uint)D / 8u; ++f) {
+      qf[t][f].thread_elements()[0] = rowOk ? half(T(float(qp[8u * f + fn]) * qscale)) : half(0.0f);
+      qf[t][f].thread_elements()[1] = rowOk ? half(T(float(qp[8u * f + fn + 1u]) * qscale)) : half(0.0f);
+    }
+    UNROLL_FULL
+    for (uint f = 0; f < (uint)D / 8u; ++f) o[t][f] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    m[t] = -INFINITY;
+    l[t] = 0.0f;
+    limit[t] = n - (uint)L + qi;
+    rowOks[t] = rowOk;
+  }
+  // Key range of this split.
+  const uint per = (n + splits - 1u) / splits;
+  const uint k0 = split * per, k1 = metal::min(n, k0 + per);
+  const ulong hs = (ulong)k_strides[1], rs = (ulong)k_strides[2], ds = (ulong)k_strides[3];
+  const ulong vhs = (ulong)v_strides[1], vrs = (ulong)v_strides[2], vds = (ulong)v_strides[3];
+  const bool kvec = ds == 1 && hs % 4 == 0 && rs % 4 == 0;
+  const bool vvec = vds == 1 && vhs % 4 == 0 && vrs % 4 == 0;
+  for (uint kb = k0; kb < k1; kb += (uint)BK) {
+    // Stage the K and V blocks [BK, D] as half, 4 dims per item: all of a thread's loads, then its stores (so the
+    // loads are in flight together). A key past the split loads a live row (key k1 - 1) and stages zeros.
+    // (Fetching block i + 1 into registers while block i is computed was measured slower on the H200: module
+    // docstring.)
+    half4 kr[ITEMS], vr[ITEMS];
+    if (kvec && vvec) {
+      UNROLL_FULL
+      for (uint b = 0; b < (uint)ITEMS; ++b) {
+        const uint i = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
+        const ulong key = metal::min(kb + (4u * i) / (uint)D, k1 - 1u), d = (4u * i) % (uint)D;
+        kr[b] = load4_vector(k, (ulong)hk * hs + key * rs + d);
+        vr[b] = load4_vector(v, (ulong)hk * vhs + key * vrs + d);
+      }
+    } else {
+      UNROLL_FULL
+      for (uint b = 0; b < (uint)ITEMS; ++b) {
+        const uint i = metal::min(b * (uint)THREADS + tid, (uint)(BK * D / 4) - 1u);
+        const ulong key = metal::min(kb + (4u * i) / (uint)D, k1 - 1u), d = (4u * i) % (uint)D;
+        kr[b] = load4_strided(k, (ulong)hk * hs + key * rs + d * ds, ds);
+        vr[b] = load4_strided(v, (ulong)hk * vhs + key * vrs + d * vds, vds);
+      }
+    }
+    UNROLL_FULL
+    for (uint b = 0; b < (uint)ITEMS; ++b) {
+      const uint i = b * (uint)THREADS + tid, j = (4u * i) / (uint)D, d = (4u * i) % (uint)D;
+      if (i < (uint)(BK * D / 4)) {
+        const bool live = kb + j < k1;
+        *(THREADGROUP_MEM half4*)(kt + j * (uint)KS + d) = live ? kr[b] : half4(half(0.0f));
+        *(THREADGROUP_MEM half4*)(vt + j * (uint)KS + d) = live ? vr[b] : half4(half(0.0f));
+      }
+    }
+    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+    if (tile) {
+    // S = Q · Kᵀ for BK keys: BK/8 fragments of [8 rows × 8 keys] per tile. The key fragments c are the inner
+    // loop: consecutive products go to different accumulators, so none waits for the one before in program order
+    // (ptxas interleaved the other order as well: the same speed on the H200; the sums over f keep their order).
+    metal::simdgroup_float8x8 s[TILES][BK / 8];
+    metal::simdgroup_half8x8 p[TILES][BK / 8];
+    UNROLL_FULL
+    for (uint c = 0; c < (uint)BK / 8u; ++c)
+      UNROLL_FULL
+      for (uint t = 0; t < (uint)TILES; ++t) s[t][c] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    UNROLL_FULL
+    for (uint f = 0; f < (uint)D / 8u; ++f)
+      UNROLL_FULL
+      for (uint c = 0; c < (uint)BK / 8u; ++c) {
+        metal::simdgroup_half8x8 kf;
+        metal::simdgroup_load(kf, kt + (8u * c) * (uint)KS + 8u * f, (ulong)KS, ulong2(0, 0), true);
+        if (TILES == 2)
+          simdgroup_multiply_accumulate_rows16(s[0][c], s[TILES - 1][c], qf[0][f], qf[TILES - 1][f], kf);
+        else
+          metal::simdgroup_multiply_accumulate(s[0][c], qf[0][f], kf, s[0][c]);
+      }
+    // Causal / range mask and online softmax for this lane's row fm of each tile.
+    UNROLL_FULL
+    for (uint t = 0; t < (uint)TILES; ++t) {
+      float bmax = -INFINITY;
+      UNROLL_FULL
+      for (uint c = 0; c < (uint)BK / 8u; ++c)
+        UNROLL_FULL
+        for (uint e = 0; e < 2u; ++e) {
+          const uint key = kb + 8u * c + fn + e;
+          float v = s[t][c].thread_elements()[e];
+          if (!rowOks[t] || key >= k1 || key > limit[t]) v = -INFINITY;
+          s[t][c].thread_elements()[e] = v;
+          bmax = metal::max(bmax, v);
+        }
+      bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR1));
+      bmax = metal::max(bmax, metal::simd_shuffle_xor(bmax, SG_ROW_LANES_XOR2));
+      const float mnew = metal::max(m[t], bmax);
+      const float corr = mnew == -INFINITY ? 1.0f : metal::exp(m[t] - mnew);
+      float bsum = 0.0f;
+      UNROLL_FULL
+      for (uint c = 0; c < (uint)BK / 8u; ++c)
+        UNROLL_FULL
+        for (uint e = 0; e < 2u; ++e) {
+          const float v = s[t][c].thread_elements()[e];
+          const float w = v == -INFINITY ? 0.0f : metal::exp(v - mnew);
+          bsum += w;
+          p[t][c].thread_elements()[e] = half(w);
+        }
+      bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR1);
+      bsum += metal::simd_shuffle_xor(bsum, SG_ROW_LANES_XOR2);
+      l[t] = l[t] * corr + bsum;
+      m[t] = mnew;
+      UNROLL_FULL
+      for (uint f = 0; f < (uint)D / 8u; ++f) {
+        o[t][f].thread_elements()[0] *= corr;
+        o[t][f].thread_elements()[1] *= corr;
+      }
+    }
+    // O += P · V, the D/8 accumulators f inner (independent products in a row, as for S; each O fragment still
+    // sums its key fragments c in order).
+    UNROLL_FULL
+    for (uint c = 0; c < (uint)BK / 8u; ++c)
+      UNROLL_FULL
+      for (uint f = 0; f < (uint)D / 8u; ++f) {
+        metal::simdgroup_half8x8 vf;
+        metal::simdgroup_load(vf, vt + (8u * c) * (uint)KS + 8u * f, (ulong)KS);
+        if (TILES == 2)
+          simdgroup_multiply_accumulate_rows16(o[0][f], o[TILES - 1][f], p[0][c], p[TILES - 1][c], vf);
+        else
+          metal::simdgroup_multiply_accumulate(o[0][f], p[0][c], vf, o[0][f]);
+      }
+    }
+    threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+  }
+  // Partial results: unnormalized O, running max and sum per row.
+  if (!tile) return;
+  UNROLL_FULL
+  for (uint t = 0; t < (uint)TILES; ++t) {
+    const uint row = (sg * (uint)TILES + t) * 8u + fm;
+    if (!rowOks[t]) continue;
+    const ulong base = ((ulong)split * (uint)KVH + hk) * (uint)NQ + row;
+    UNROLL_FULL
+    for (uint f = 0; f < (uint)D / 8u; ++f) {
+      opart[base * (uint)D + 8u * f + fn] = o[t][f].thread_elements()[0];
+      opart[base * (uint)D + 8u * f + fn + 1u] = o[t][f].thread_elements()[1];
+    }
+    if (fn == 0u) { mpart[base] = m[t]; lpart[base] = l[t]; }
+  }
+"""
+
+MERGE_SOURCE = """
+  // One threadgroup per (query vector, 32 dims): MERGE_SLICES slices of the splits, a thread merging splits
+  // slice, slice + 8, ... (8 loads in flight), the slices then combined in threadgroup memory. A thread per output
+  // element over all the splits left the GPU nearly idle: 8 warps per SM (ncu on the H200, 64 splits at
+  // 32/8/L8/D128: 18.7 us; sliced 12.2 us).
+  const uint x = thread_position_in_threadgroup.x, slice = thread_position_in_threadgroup.y;
+  const uint d = threadgroup_position_in_grid.x * 32u + x;  // 0..D-1 (threads past D only help reduce)
+  const uint qv = threadgroup_position_in_grid.y;           // 0..KVH·NQ-1
+  const uint splits = (uint)mpart_shape[0];                 // run-time, as in the partial pass
+  const ulong stride = (ulong)(KVH * NQ);
+  threadgroup float tops[8], nums[8][32], dens[8];
+  float mmax = -INFINITY;
+  UNROLL_BY_8
+  for (uint s = slice; s < splits; s += 8u) mmax = metal::max(mmax, mpart[(ulong)s * stride + qv]);
+  if (x == 0u) tops[slice] = mmax;
+  threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+  for (uint i = 0; i < 8u; ++i) mmax = metal::max(mmax, tops[i]);
+  float num = 0.0f, den = 0.0f;
+  UNROLL_BY_8
+  for (uint s = slice; s < splits; s += 8u) {
+    const ulong b = (ulong)s * stride + qv;
+    const float ms = mpart[b];
+    // A -inf partial (no key of the split visible to the row) weighs 0: its O and l are 0 too, so the loads
+    // stay unconditional (a skipped load could not be issued early).
+    const float w = ms == -INFINITY ? 0.0f : metal::exp(ms - mmax);
+    num += w * (d < (uint)D ? opart[b * (uint)D + d] : 0.0f);
+    den += w * lpart[b];
+  }
+  nums[slice][x] = num;
+  if (x == 0u) dens[slice] = den;
+  threadgroup_barrier(metal::mem_flags::mem_threadgroup);
+  if (slice == 0u && d < (uint)D) {
+    float total = 0.0f, weight = 0.0f;
+    for (uint i = 0; i < 8u; ++i) { total += nums[i][x]; weight += dens[i]; }
+    const uint hk = qv / (uint)NQ, row = qv % (uint)NQ, rr = row / (uint)L, qi = row % (uint)L;
+    out[((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d] = T(total / weight);
+  }
+"""
+
+PARTIAL = KernelSpec("multi_query_partial", ("q", "k", "v", "scale"), ("opart", "mpart", "lpart"), PARTIAL_SOURCE,
+                     header=HEADER, ensure_row_contiguous=False)
+MERGE = KernelSpec("multi_query_merge", ("opart", "mpart", "lpart"), ("out",), MERGE_SOURCE)
+
+assert "0.0h" not in PARTIAL_SOURCE and "threadgroup half*" not in PARTIAL_SOURCE + HEADER
+
+
+def default_splits(n: int, kv_heads: int) -> int:
+    """Key splits for ``n`` positions and ``kv_heads`` KV heads: enough threadgroups, each >= 256 keys.
+
+    clamp(min(ceil(n / SPLIT_KEYS), ceil(TARGET_THREADGROUPS / kv_heads)), 1, MAX_SPLITS): the seed's
+    ceil(n / 256) up to the point where the grid reaches TARGET_THREADGROUPS (at 32/8/N32k: 64 splits of 512
+    keys instead of the seed's 128 of 256).
+    """
+    return max(1, min(MAX_SPLITS, -(-n // SPLIT_KEYS), -(-TARGET_THREADGROUPS // kv_heads)))
+
+
+def block_keys(d: int) -> int:
+    """Keys per staged block at head dim ``d``: 32, or 16 where two padded 32-key blocks (K and V, half)
+    would pass Metal's threadgroup memory (D > 248, i.e. D = 256)."""
+    return BK if 2 * BK * (d + ROW_PAD) * 2 <= THREADGROUP_BYTES else BK // 2
+
+
+def tiles_per_simdgroup(nq: int, d: int) -> int:
+    """8-row query tiles per SIMD group: ``TILES_PER_SIMDGROUP`` when there is more than one tile and D <=
+    ``PAIR_MAX_HEAD_DIM``, else 1. At NQ = 32 one tile per SIMD group (all four computing) was tried in session 5:
+    ncu had its partial 6% slower (171 against 161 us) and the pipelined call 0.093 against 0.088 ms, though eval8
+    timings, host noise included, had favoured it; module docstring."""
+    return TILES_PER_SIMDGROUP if nq > 8 and d <= PAIR_MAX_HEAD_DIM else 1
+
+
+def simdgroups(nq: int, d: int) -> int:
+    """SIMD groups per threadgroup: one per ``tiles_per_simdgroup`` 8-row tiles, at least MIN_SIMDGROUPS (staging
+    throughput)."""
+    return max(MIN_SIMDGROUPS, -(-nq // (8 * tiles_per_simdgroup(nq, d))))
+
+
+# --- validation -------------------------------------------------------------
+
+
+
+def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
+    """Checks everything a launch depends on; returns (scale, splits)."""
+    for name, x in (("q", q), ("keys", keys), ("values", values)):
+        if not isinstance(x, mx.array):
+            raise TypeError(f"{name} must be an mx.array, got {type(x).__name__}")
+        if x.ndim != 4 or x.shape[0] != 1:
+            raise ValueError(f"{name} must have shape [1, heads, rows, D], got {list(x.shape)}")
+        if x.dtype not in DTYPES:
+            raise ValueError(f"{name} must be one of {DTYPES}, got {x.dtype}")
+    _, h, L, d = q.shape
+    _, kvh, n, dk = keys.shape
+    if not 1 <= L <= MAX_ROWS:
+        raise ValueError(f"q has L={L} query rows; the kernel takes 1..{MAX_ROWS}")
+    if d % 8 or not 8 <= d <= MAX_HEAD_DIM:
+        raise ValueError(f"q has head dim D={d}; the kernel needs a multiple of 8 in [8, {MAX_HEAD_DIM}]")
+    if keys.dtype != q.dtype or values.dtype != q.dtype:
+        raise ValueError(f"q, keys and values must share one dtype, got {q.dtype}, {keys.dtype}, {values.dtype}")
+    if dk != d:
+        raise ValueError(f"keys have head dim {dk} but q has D={d}")
+    if tuple(values.shape) != tuple(keys.shape):
+        raise ValueError(f"values must have the keys' shape {list(keys.shape)} (same heads, positions and head dim), "
+                         f"got {list(values.shape)}")
+    if kvh < 1 or h % kvh:
+        raise ValueError(f"q has H={h} heads, not a multiple of the keys' KVH={kvh}")
+    if (h // kvh) * L > MAX_VECTORS:
+        raise ValueError(f"q has {h // kvh} heads per KV head x L={L} rows = {(h // kvh) * L} query vectors per "
+                         f"KV head; the kernel's threadgroup holds at most {MAX_VECTORS}")
+    if n < L:
+        raise ValueError(f"keys hold N={n} positions, fewer than q's L={L} rows (the rows are the last L positions)")
+    scale = check_scale(scale)
+    if splits is None:
+        return scale, default_splits(n, kvh)
+    if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)):
+        raise TypeError(f"splits must be None or an int, got {type(splits).__name__}")
+    if not 1 <= splits <= MAX_SPLITS:
+        raise ValueError(f"splits must be in [1, {MAX_SPLITS}], got {splits}")
+    return scale, int(splits)
+
+
+# --- the kernels -------------------------------------------------------------
+
+
+def partial_launch(q: mx.array, keys: mx.array, values: mx.array, scale: mx.array, splits: int) -> Launch:
+    """The partial pass (``q`` contiguous; ``scale`` the softmax scale as a one-element array in q's dtype: the
+    body rounds q * scale to it, as the seed's separate multiply did). N and the split count are not template
+    constants (the body reads them from the keys' shape and the grid): one compilation serves a growing cache."""
+    _, h, L, d = q.shape
+    kvh = keys.shape[1]
+    rep = h // kvh
+    nq = rep * L
+    threads = 32 * simdgroups(nq, d)
+    bk = block_keys(d)
+    template = (("T", q.dtype), ("L", L), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("BK", bk),
+                ("KS", d + ROW_PAD), ("THREADS", threads), ("TILES", tiles_per_simdgroup(nq, d)),
+                ("ITEMS", -(-bk * d // 4 // threads)))
+    return Launch(PARTIAL, (q, keys, values, scale), template, grid=(threads * splits, kvh, 1),
+                  threadgroup=(threads, 1, 1),
+                  output_shapes=((splits, kvh, nq, d), (splits, kvh, nq), (splits, kvh, nq)),
+                  output_dtypes=(mx.float32, mx.float32, mx.float32))
+
+
+def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dtype, heads: int,
+                 rows: int) -> Launch:
+    _, kvh, nq, d = opart.shape
+    rep = heads // kvh
+    template = (("T", dtype), ("L", rows), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq))
+    return Launch(MERGE, (opart, mpart, lpart), template, grid=(-(-d // 32) * 32, kvh * nq * MERGE_SLICES, 1),
+                  threadgroup=(32, MERGE_SLICES, 1),
+                  output_shapes=((1, heads, rows, d),), output_dtypes=(dtype,))
+
+
+def multi_query_causal(q: mx.array, keys: mx.array, values: mx.array, *, scale: float, splits: int | None = None,
+                       arm: str | None = None) -> mx.array:
+    """Causal attention of q's L <= 8 rows (the last L positions) over the cache (module docstring)."""
+    scale, splits = _validate(q, keys, values, scale, splits)
+    arm = resolve_arm(arm)
+    if arm == "graph":
+        return _graph(q * _scale_array(scale, q.dtype), keys, values, splits)
+    inputs = (q, keys, values)
+    return _compiled_call(arm, scale, splits, input_signature(inputs))(*inputs)
+
+
+def _scale_array(scale: float, dtype: mx.Dtype) -> mx.array:
+    """The softmax scale in q's dtype: q * scale is rounded to it (the seed's mulScalar in T; the kernel body
+    multiplies as it loads q, the graph arm with an MLX multiply)."""
+    return mx.array([scale], dtype=dtype)
+
+
+@lru_cache(maxsize=TRACES_KEPT)
+def _compiled_call(arm: str, scale: float, splits: int, signature: tuple):
+    """Partial and merge as one ``mx.compile``d function for the inputs' ``signature``
+    (``input_signature``; ``impl.kernels.compile.TRACES_KEPT`` says why one per signature, so few):
+    built call by call, the three primitives cost host time comparable to the kernels at N = 32k."""
+
+    def call(q, keys, values):
+        scale_t = _scale_array(scale, q.dtype)
+        opart, mpart, lpart = partial_launch(mx.contiguous(q), keys, values, scale_t, splits).run(arm)
+        (out,) = merge_launch(opart, mpart, lpart, q.dtype, q.shape[1], q.shape[2]).run(arm)
+        return out
+
+    return mx.compile(call)
+
+
+# --- the graph arm -----------------------------------------------------------
+
+
+def _half(x: mx.array) -> mx.array:
+    """x rounded to half, held in float32 (the kernel's half(...) then its float use)."""
+    return x.astype(mx.float16).astype(mx.float32)
+
+
+def _graph(qs: mx.array, keys: mx.array, values: mx.array, splits: int) -> mx.array:
+    """The partial + merge kernels in MLX ops (the module docstring says where they differ)."""
+    _, h, L, d = qs.shape
+    kvh, n = keys.shape[1], keys.shape[2]
+    nq = (h // kvh) * L
+    per = -(-n // splits)
+    bk = block_keys(d)
+    blocks = -(-per // bk)
+
+    # Key of (split, block, slot): s * per + b * BK + j, live when below the split's end min(N, (s+1) * per).
+    split_start = mx.arange(splits).reshape(splits, 1, 1) * per
+    key = split_start + mx.arange(blocks).reshape(1, blocks, 1) * bk + mx.arange(bk).reshape(1, 1, bk)
+    live = key < mx.minimum(split_start + per, n)  # [splits, blocks, bk]
+    # A dead slot stages zeros (never read from the cache).
+    gathered = mx.where(live, key, 0).reshape(-1)
+    k = mx.where(live[..., None], _half(mx.take(keys[0], gathered, axis=1)).reshape(kvh, splits, blocks, bk, d), 0.0)
+    v = mx.where(live[..., None], _half(mx.take(values[0], gathered, axis=1)).reshape(kvh, splits, blocks, bk, d), 0.0)
+
+    # Query vector row = r * L + i of KV head hk is head hk * REP + r, query i.
+    qf = _half(qs.astype(mx.float32)).reshape(kvh, 1, nq, d)  # [KVH, 1, NQ, D]
+    qi = mx.arange(nq) % L
+    limit = (n - L + qi).reshape(1, nq, 1)  # keys <= limit are visible to the row
+
+    m = mx.full((kvh, splits, nq), -mx.inf, dtype=mx.float32)
+    l = mx.zeros((kvh, splits, nq), dtype=mx.float32)
+    o = mx.zeros((kvh, splits, nq, d), dtype=mx.float32)
+    for b in range(blocks):
+        s = qf @ k[:, :, b].swapaxes(-1, -2)  # [KVH, splits, NQ, bk]
+        visible = live[None, :, b, None, :] & (key[None, :, b, None, :] <= limit[None])  # [1, splits, NQ, bk]
+        s = mx.where(visible, s, -mx.inf)
+        mnew = mx.maximum(m, s.max(axis=-1))
+        corr = mx.where(mnew == -mx.inf, 1.0, mx.exp(m - mnew))
+        w = mx.where(s == -mx.inf, 0.0, mx.exp(s - mnew[..., None]))
+        l = l * corr + w.sum(axis=-1)
+        m = mnew
+        o = o * corr[..., None] + _half(w) @ v[:, :, b]  # P rounded to half for P . V
+
+    # Merge the splits, skipping -inf partials.
+    top = m.max(axis=1, keepdims=True)
+    weight = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))
+    num = (weight[..., None] * o).sum(axis=1)
+    den = (weight * l).sum(axis=1)
+    out = (num / den[..., None]).astype(qs.dtype)  # [KVH, NQ, D]
+    return out.reshape(1, h, L, d)
