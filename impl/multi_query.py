@@ -49,7 +49,18 @@ blocks would pass Metal's 32 KiB of threadgroup memory), K and V are staged
 in threadgroup memory as half (rows D + 8 apart), S = Q . K^T on 8x8
 fragments, masked (past the split, past the row's causal limit), an online
 softmax per row (running max m, float32 sum l; P = half(exp(s - m))), the
-accumulator O rescaled and O += P . V. The partials (O, m, l) of the splits
+accumulator O rescaled (skipped when no row of a tile moved its max: x * 1 == x)
+and O += P . V. The staging schedule (``pipeline_stages``) does not change a
+number: with one stage (Metal, and CUDA where two do not fit) every SIMD group
+stages a block, a barrier, the tiles compute, a barrier; with two (CUDA) the
+SIMD groups past the tiles ("stagers", at least ``STAGER_SIMDGROUPS``) fill
+block i + 1's buffer while the tiles compute block i, the two roles running
+their own loops and meeting at a named barrier (``ROLE_BARRIER``) once per
+block. A stager owns one 4-dim quad of a row and every PASS-th row of a block.
+Fragments are loaded four at a time (``simdgroup_load_x4``: ldmatrix.x4 on
+CUDA), and two tiles multiply 16-deep (``simdgroup_multiply_accumulate_rows16_k16``:
+one m16n8k16 on CUDA; four 8x8 products elsewhere, in the same order as before).
+The partials (O, m, l) of the splits
 are merged (a threadgroup per query vector and 32 dims, ``MERGE_SLICES`` slices of
 the splits combined in threadgroup memory; a -inf partial weighs 0) and cast to
 T. kvq4's seed body merges its blocks with this merge (one query row).
@@ -153,9 +164,29 @@ bandwidth-bound. Tried, each checked bit-identical to the kernel it varies:
 * the merge: a thread per output element over all splits ran at 8 warps per SM
   (ncu 18.7 us for 64 splits); sliced, 12.2 us.
 
-The committed pooled baseline is call C6's (``callC6/pooled``, after the tile rule
-went back to two tiles at NQ > 8): 0.161 ms against 0.407 ms for the eight
-single-row calls (2.5x) at 32/8/L8/D128; ``perf/RESULTS.md`` has the rest.
+Session 6 (``perf/runs/2026-11-30-h200-session6``, calls E1-E5; its README lists
+them). ncu with stall sampling per SASS line (``callE1/prof``, 32/8/L8/D128): the
+staging was 55% of the executed instructions (64-bit address arithmetic and
+per-element bfloat16 conversions, every SIMD group), and the two SIMD groups past
+the tiles spent half their samples at the barrier after the products. Changes,
+each checked against the committed kernel first (``explore_f.py`` .. ``explore_h.py``):
+
+* two stages on CUDA with a stager per row quad: bit-identical, partial 164 -> 125
+  us under ncu (registers 168 with the roles in their own loops; one loop for both
+  had 250);
+* ldmatrix.x4 fragment loads (no LDS per fragment, no movmatrix for V) and the
+  skipped rescale: bit-identical, 125 -> 110 us;
+* 16x8x16 products for two tiles and the bfloat16 load by shifts and masks: 110 ->
+  109 us under ncu, 0.066-0.070 -> 0.061-0.064 ms pipelined; outputs within 2e-3 of
+  max |out| of the committed kernel (one-tile shapes bit-identical).
+
+Per call at 32/8/L8/D128/N32k (``callE4``, one process): pipelined 0.092 -> 0.061-0.064
+ms (sdpa_rows 0.258), eval8 0.145-0.152 -> 0.113-0.129 (sdpa_rows 0.362). The
+committed pooled baseline is call E5's: 0.131 ms against 0.411 ms for the eight
+single-row calls (3.1x; session 5's pool 2.5x); at 16/8/L8/D256 0.191 against 1.948
+(10.2x). ``perf/RESULTS.md`` has the rest. Registers (nvcc 13, sm_90, bf16):
+32/8/L8/D128 162 (two stages), 168 (one); 16/8/L8/D256 219 / 232; 64/8/L8/D128
+168 at 192 threads (two stages: 2 threadgroups per SM).
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
@@ -164,8 +195,10 @@ through a fixed LM head against the oracle); ``properties/test_multi_query_props
 (Hypothesis: L 1..8, NQ up to 64, D 64/128/256, N across split and block
 edges, forced splits with fully masked partials, strided and transposed K/V,
 causality, bad input); ``impl/kernels/test_cuda_compile_decode.py`` (nvcc
-compiles every instance, both prelude paths; the simdgroup probe holds the
-prelude's products, loads and thread_elements() bit-exact on a GPU).
+compiles every instance, one and two stages, both prelude paths; the simdgroup
+probe holds the prelude's products, loads (simdgroup_load_x4 too) and
+thread_elements() bit-exact on a GPU); ``test_two_stages_match_one_stage`` (CUDA:
+the two schedules bit-identical).
 """
 
 from __future__ import annotations
