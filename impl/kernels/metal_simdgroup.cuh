@@ -250,6 +250,28 @@ typedef simdgroup_matrix<__nv_bfloat16, 8, 8> simdgroup_bfloat8x8;
 
 namespace metal_simdgroup {
 
+// The tensor cores' fragments of a 16-bit matrix: A, its own row pairs; B, its transpose's row pairs (one movmatrix
+// where the matrix is held the other way round).
+template <typename T>
+METAL_FUNC uint32_t a_fragment(const metal::simdgroup_matrix<T, 8, 8>& m) {
+  return m.transposed ? transpose16(bits2(m.e)) : bits2(m.e);
+}
+template <typename T>
+METAL_FUNC uint32_t b_fragment(const metal::simdgroup_matrix<T, 8, 8>& m) {
+  return m.transposed ? bits2(m.e) : transpose16(bits2(m.e));
+}
+
+// A 16 x 8 accumulator back into two 8x8 matrices: c0, c1 are d0's pair, c2, c3 d1's (plain storage).
+template <typename T>
+METAL_FUNC void store_rows16(metal::simdgroup_matrix<T, 8, 8>& d0, metal::simdgroup_matrix<T, 8, 8>& d1, float c0,
+                             float c1, float c2, float c3) {
+  d0.e[0] = T(c0);
+  d0.e[1] = T(c1);
+  d1.e[0] = T(c2);
+  d1.e[1] = T(c3);
+  d0.transposed = d1.transposed = false;
+}
+
 // A lane's element pair as lane `src` holds it (every lane must call: full mask).
 template <typename T>
 struct pair_shuffle {
@@ -366,10 +388,7 @@ METAL_FUNC void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, con
   using namespace ::metal_simdgroup;
   float acc0 = float(c.thread_elements()[0]), acc1 = float(c.thread_elements()[1]);
   if constexpr (TENSOR_CORES && same<TA, TB> && tensor_type<TA>) {
-    // A fragment: A's own pairs; B fragment: B's transpose's pairs.
-    const uint32_t wa = a.transposed ? transpose16(bits2(a.e)) : bits2(a.e);
-    const uint32_t wb = b.transposed ? bits2(b.e) : transpose16(bits2(b.e));
-    tensor_mma<TA>(acc0, acc1, wa, wb);
+    tensor_mma<TA>(acc0, acc1, a_fragment(a), b_fragment(b));
   } else {
     a.settle();
     b.settle();
@@ -451,15 +470,8 @@ METAL_FUNC void simdgroup_multiply_accumulate_rows16(metal::simdgroup_matrix<TD,
   if constexpr (TENSOR_CORES && same<TA, TB> && tensor_type<TA>) {
     float c0 = float(d0.thread_elements()[0]), c1 = float(d0.thread_elements()[1]);
     float c2 = float(d1.thread_elements()[0]), c3 = float(d1.thread_elements()[1]);
-    const uint32_t w0 = a0.transposed ? transpose16(bits2(a0.e)) : bits2(a0.e);
-    const uint32_t w1 = a1.transposed ? transpose16(bits2(a1.e)) : bits2(a1.e);
-    const uint32_t wb = b.transposed ? bits2(b.e) : transpose16(bits2(b.e));
-    tensor_mma_rows16<TA>(c0, c1, c2, c3, w0, w1, wb);
-    d0.e[0] = TD(c0);
-    d0.e[1] = TD(c1);
-    d1.e[0] = TD(c2);
-    d1.e[1] = TD(c3);
-    d0.transposed = d1.transposed = false;
+    tensor_mma_rows16<TA>(c0, c1, c2, c3, a_fragment(a0), a_fragment(a1), b_fragment(b));
+    store_rows16(d0, d1, c0, c1, c2, c3);
   } else {
     metal::simdgroup_multiply_accumulate(d0, a0, b, d0);
     metal::simdgroup_multiply_accumulate(d1, a1, b, d1);
@@ -506,18 +518,9 @@ METAL_FUNC void simdgroup_multiply_accumulate_rows16_k16(
   if constexpr (TENSOR_CORES && same<TA, TB> && tensor_type<TA>) {
     float c0 = float(d0.thread_elements()[0]), c1 = float(d0.thread_elements()[1]);
     float c2 = float(d1.thread_elements()[0]), c3 = float(d1.thread_elements()[1]);
-    const auto afrag = [](const metal::simdgroup_matrix<TA, 8, 8>& a) {
-      return a.transposed ? transpose16(bits2(a.e)) : bits2(a.e);
-    };
-    const auto bfrag = [](const metal::simdgroup_matrix<TB, 8, 8>& b) {
-      return b.transposed ? bits2(b.e) : transpose16(bits2(b.e));
-    };
-    tensor_mma_rows16_k16<TA>(c0, c1, c2, c3, afrag(a0), afrag(a1), afrag(a2), afrag(a3), bfrag(b0), bfrag(b1));
-    d0.e[0] = TD(c0);
-    d0.e[1] = TD(c1);
-    d1.e[0] = TD(c2);
-    d1.e[1] = TD(c3);
-    d0.transposed = d1.transposed = false;
+    tensor_mma_rows16_k16<TA>(c0, c1, c2, c3, a_fragment(a0), a_fragment(a1), a_fragment(a2), a_fragment(a3),
+                              b_fragment(b0), b_fragment(b1));
+    store_rows16(d0, d1, c0, c1, c2, c3);
   } else {
     simdgroup_multiply_accumulate_rows16(d0, d1, a0, a1, b0);
     simdgroup_multiply_accumulate_rows16(d0, d1, a2, a3, b1);
