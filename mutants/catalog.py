@@ -354,6 +354,13 @@ CATALOG: tuple[Mutant, ...] = (
               "const THREADGROUP_MEM half* kc = kt + (it % (uint)STAGES) * (uint)(BK * KS);"),
          graph(MULTI, "s = qf @ k[:, :, b].swapaxes(-1, -2)", "s = qf @ k[:, :, min(b + 1, blocks - 1)].swapaxes(-1, -2)")),
         (MULTI_GATE % "bfloat16-H32-KVH8-L8-N4096-D128-slice",)),
+    Mutant(
+        "multi_query_staging_items_floored",
+        "the stagers' items per block rounded down (BK / rows per pass): where the passes do not divide a block, its "
+        "last rows are never staged and the tiles read the previous block's",
+        "multi_query.host",
+        (code(MULTI, '("ITEMS", -(-bk // rows_per_pass))', '("ITEMS", bk // rows_per_pass)'),),
+        ("parity/test_multi_query.py::test_launch_geometry_stages_every_row",)),
 
     # --- masks --------------------------------------------------------------------
     Mutant(

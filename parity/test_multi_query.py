@@ -132,3 +132,35 @@ def test_two_stages_match_one_stage(arm, gate, geometry):
         opart, mpart, lpart = partial.run(arm)
         outs.append(mq.merge_launch(opart, mpart, lpart, q.dtype, h, L).run(arm)[0])
     gate.bit_exact(outs[1], outs[0], what="two-stage partial against one stage", kernel=KERNEL, case=case.id)
+
+
+def test_launch_geometry_stages_every_row():
+    """For every head dim (multiples of 8 up to 256) and query-vector count (1..64), both schedules where they
+    exist: every 4-dim quad of a row has a stager, the stagers' passes cover a block's BK rows, the buffers fit the
+    arm's threadgroup memory (one stage: Metal's 32 KiB; two: CUDA's 48 KiB static), and a two-stage threadgroup
+    stays within MAX_PIPELINED_SIMDGROUPS; where two stages do not exist, partial_launch refuses them. A gap here
+    would leave rows of K / V unstaged on a GPU only."""
+    import impl.multi_query as mq
+
+    scale = mx.ones((1,), mx.bfloat16)
+    for d in range(8, mq.MAX_HEAD_DIM + 1, 8):
+        kv = mx.zeros((1, 1, 16, d), mx.bfloat16)
+        for nq in range(1, mq.MAX_VECTORS + 1):
+            q = mx.zeros((1, nq, 1, d), mx.bfloat16)  # one KV head: NQ = nq query heads x 1 row
+            for stages in (1, 2):
+                if stages == 2 and mq.pipeline_stages(nq, d, "cuda") != 2:
+                    with pytest.raises(ValueError, match="stages=2"):
+                        mq.partial_launch(q, kv, kv, scale, 1, stages)
+                    continue
+                t = dict(mq.partial_launch(q, kv, kv, scale, 1, stages).template)
+                rows_per_pass = t["STAGERS"] // (d // 4)
+                assert rows_per_pass >= 1 and rows_per_pass * t["ITEMS"] >= t["BK"], (d, nq, stages, t)
+                assert t["THREADS"] == 32 * mq.simdgroups(nq, d, stages) <= 1024
+                buffers = stages * 2 * t["BK"] * t["KS"] * 2
+                assert buffers <= (mq.STATIC_SHARED_BYTES if stages == 2 else mq.THREADGROUP_BYTES), (d, nq, stages)
+                if stages == 2:
+                    assert mq.simdgroups(nq, d, 2) <= mq.MAX_PIPELINED_SIMDGROUPS
+                    assert t["THREADS"] - t["STAGERS"] == 32 * mq.computing_simdgroups(nq, d)
+    assert mq.pipeline_stages(32, 128, "metal") == 1 and mq.pipeline_stages(32, 128, "cuda") == 2
+    with pytest.raises(ValueError, match="stages must be 1 or 2"):
+        mq.partial_launch(mx.zeros((1, 4, 1, 64), mx.bfloat16), kv[..., :64], kv[..., :64], scale, 1, 3)
