@@ -500,10 +500,11 @@ COMPUTE_SOURCE = """
             const THREADGROUP_MEM half* at = kc + (8u * c) * (uint)KS + 8u * f0;
             if (f0 + 4u <= (uint)D / 8u)
               simdgroup_load_x4(kf[0], kf[1], kf[2], kf[3], at, (ulong)KS, true);
-            else
+            else {  // (braces: a loop pragma right after `else`)
               UNROLL_FULL
               for (uint i = 0; f0 + i < (uint)D / 8u; ++i)
                 metal::simdgroup_load(kf[i], at + 8u * i, (ulong)KS, ulong2(0, 0), true);
+            }
             // Two tiles take two dims-blocks per product where they pair up (one 16x8x16 mma on CUDA).
             UNROLL_FULL
             for (uint i = 0; i < 4u && f0 + i < (uint)D / 8u; ++i) {
@@ -572,9 +573,10 @@ COMPUTE_SOURCE = """
               const THREADGROUP_MEM half* at = vc + (8u * (c + h)) * (uint)KS + 8u * f0;
               if (f0 + 4u <= (uint)D / 8u)
                 simdgroup_load_x4(vf[h][0], vf[h][1], vf[h][2], vf[h][3], at, (ulong)KS, false);
-              else
+              else {
                 UNROLL_FULL
                 for (uint i = 0; f0 + i < (uint)D / 8u; ++i) metal::simdgroup_load(vf[h][i], at + 8u * i, (ulong)KS);
+              }
             }
             UNROLL_FULL
             for (uint i = 0; i < 4u && f0 + i < (uint)D / 8u; ++i) {
