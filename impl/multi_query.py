@@ -94,7 +94,9 @@ tensor-core ``mma.sync.m16n8k8`` (rows 8..15 zero) in the mma fragment
 layout, and ``simdgroup_multiply_accumulate_rows16`` (two tiles times one
 fragment; ``HEADER`` defines it as two Metal products) as one m16n8k8 whose
 16 rows are the two tiles; a K fragment loaded transposed is already the B operand, a V fragment
-takes one ``movmatrix`` transpose. ``MLXGATE_SIMDGROUP_EMULATE`` (defined
+takes one ``movmatrix`` transpose. ``simdgroup_multiply_accumulate_rows16_k16`` (two tiles times a
+16-deep product) is one m16n8k16, and ``simdgroup_load_x4`` one ``ldmatrix.x4`` (``.trans`` for V,
+which then needs no movmatrix); ``HEADER`` spells them for Metal as four products / four loads. ``MLXGATE_SIMDGROUP_EMULATE`` (defined
 before the prelude) brings back the shuffle emulation in Metal's layout; the
 nvcc test compiles both. A prelude edit renames the kernel (the preludes
 are part of every kernel's name: ``impl.kernels.compile.kernel_name``).
