@@ -319,23 +319,30 @@ METAL_FUNC void emulated_mma(float& acc0, float& acc1, const TA (&a)[2], const T
   }
 }
 
+// D = A * B + C, A and C 16 x 8 as two 8-row halves (the file comment): c0, c1 rows g, c2, c3 rows g + 8.
+template <typename T>
+METAL_FUNC void tensor_mma_rows16(float& c0, float& c1, float& c2, float& c3, uint32_t a0, uint32_t a1, uint32_t b) {
+  static_assert(tensor_type<T>, "tensor_mma_rows16 multiplies half or bfloat inputs");
+  if constexpr (same<T, __half>) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                 : "r"(a0), "r"(a1), "r"(b));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                 : "r"(a0), "r"(a1), "r"(b));
+  }
+}
+
+
 // D = A * B + C on the tensor cores: a, b the A and B fragments (16-bit pairs), c0, c1 this lane's
 // accumulator pair; rows 8..15 of A and C are zero, their results dropped.
 template <typename T>
 METAL_FUNC void tensor_mma(float& c0, float& c1, uint32_t a, uint32_t b) {
-  static_assert(tensor_type<T>, "tensor_mma multiplies half or bfloat inputs");
-  float d2, d3;
-  if constexpr (same<T, __half>) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-                 "{%7, %8, %9, %10};"
-                 : "=f"(c0), "=f"(c1), "=f"(d2), "=f"(d3)
-                 : "r"(a), "r"(0u), "r"(b), "f"(c0), "f"(c1), "f"(0.0f), "f"(0.0f));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-                 "{%7, %8, %9, %10};"
-                 : "=f"(c0), "=f"(c1), "=f"(d2), "=f"(d3)
-                 : "r"(a), "r"(0u), "r"(b), "f"(c0), "f"(c1), "f"(0.0f), "f"(0.0f));
-  }
+  float c2 = 0.0f, c3 = 0.0f;
+  tensor_mma_rows16<T>(c0, c1, c2, c3, a, 0u, b);
 }
 
 }  // namespace metal_simdgroup
@@ -401,26 +408,6 @@ METAL_FUNC void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, con
 
 }  // namespace metal
 
-namespace metal_simdgroup {
-
-// D = A * B + C, A and C 16 x 8 as two 8-row halves (the file comment): c0, c1 rows g, c2, c3 rows g + 8.
-template <typename T>
-METAL_FUNC void tensor_mma_rows16(float& c0, float& c1, float& c2, float& c3, uint32_t a0, uint32_t a1, uint32_t b) {
-  static_assert(tensor_type<T>, "tensor_mma_rows16 multiplies half or bfloat inputs");
-  if constexpr (same<T, __half>) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-                 : "r"(a0), "r"(a1), "r"(b));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-                 : "r"(a0), "r"(a1), "r"(b));
-  }
-}
-
-}  // namespace metal_simdgroup
 
 #define SG_LOAD_X4
 // m0..m3 = the four 8x8 matrices side by side at src (columns 0-7, 8-15, 16-23, 24-31 of 8 rows), each as
