@@ -329,8 +329,8 @@ METAL_FUNC half4 load4_vector(const DEVICE_MEM T* src, ulong at) {
 template <>
 METAL_FUNC half4 load4_vector<__nv_bfloat16>(const __nv_bfloat16* src, ulong at) {
   const uint2 w = *(const uint2*)(src + at);
-  return half4(make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u),
-                           __uint_as_float(w.y << 16), __uint_as_float(w.y & 0xffff0000u)));
+  return half4(make_float4(bf16_lo_as_float(w.x), bf16_hi_as_float(w.x),
+                           bf16_lo_as_float(w.y), bf16_hi_as_float(w.y)));
 }
 #endif
 

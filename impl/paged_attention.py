@@ -222,13 +222,9 @@ METAL_FUNC Wide4 load4(const DEVICE_MEM T* p) {
 #if defined(__CUDACC__)
 #define PAGED_BF16 __nv_bfloat16
 #define PAGED_F16 __half
-METAL_FUNC float paged_bits_to_float(uint x) { return __uint_as_float(x); }
-METAL_FUNC float paged_half_to_float(uint x) { return __half2float(__ushort_as_half((unsigned short)x)); }
 #else
 #define PAGED_BF16 bfloat16_t
 #define PAGED_F16 half
-METAL_FUNC float paged_bits_to_float(uint x) { return as_type<float>(x); }
-METAL_FUNC float paged_half_to_float(uint x) { return float(as_type<half>(ushort(x))); }
 #endif
 
 template <>
@@ -237,8 +233,8 @@ METAL_FUNC Wide8 load8<PAGED_BF16>(const DEVICE_MEM PAGED_BF16* p) {
   const uint w[4] = {x.x, x.y, x.z, x.w};
   Wide8 r;
   for (uint i = 0; i < 4; ++i) {  // a bfloat16 is the top half of its float32
-    r.v[2 * i] = paged_bits_to_float(w[i] << 16);
-    r.v[2 * i + 1] = paged_bits_to_float(w[i] & 0xffff0000u);
+    r.v[2 * i] = bf16_lo_as_float(w[i]);
+    r.v[2 * i + 1] = bf16_hi_as_float(w[i]);
   }
   return r;
 }
@@ -246,15 +242,15 @@ METAL_FUNC Wide8 load8<PAGED_BF16>(const DEVICE_MEM PAGED_BF16* p) {
 template <>
 METAL_FUNC Wide4 load4<PAGED_BF16>(const DEVICE_MEM PAGED_BF16* p) {
   const uint2 x = *(const DEVICE_MEM uint2*)p;
-  return Wide4{{paged_bits_to_float(x.x << 16), paged_bits_to_float(x.x & 0xffff0000u),
-                paged_bits_to_float(x.y << 16), paged_bits_to_float(x.y & 0xffff0000u)}};
+  return Wide4{{bf16_lo_as_float(x.x), bf16_hi_as_float(x.x),
+                bf16_lo_as_float(x.y), bf16_hi_as_float(x.y)}};
 }
 
 template <>
 METAL_FUNC Wide4 load4<PAGED_F16>(const DEVICE_MEM PAGED_F16* p) {
   const uint2 x = *(const DEVICE_MEM uint2*)p;
-  return Wide4{{paged_half_to_float(x.x & 0xffffu), paged_half_to_float(x.x >> 16),
-                paged_half_to_float(x.y & 0xffffu), paged_half_to_float(x.y >> 16)}};
+  return Wide4{{half_bits_as_float(x.x & 0xffffu), half_bits_as_float(x.x >> 16),
+                half_bits_as_float(x.y & 0xffffu), half_bits_as_float(x.y >> 16)}};
 }
 
 template <>
@@ -263,8 +259,8 @@ METAL_FUNC Wide8 load8<PAGED_F16>(const DEVICE_MEM PAGED_F16* p) {
   const uint w[4] = {x.x, x.y, x.z, x.w};
   Wide8 r;
   for (uint i = 0; i < 4; ++i) {
-    r.v[2 * i] = paged_half_to_float(w[i] & 0xffffu);
-    r.v[2 * i + 1] = paged_half_to_float(w[i] >> 16);
+    r.v[2 * i] = half_bits_as_float(w[i] & 0xffffu);
+    r.v[2 * i + 1] = half_bits_as_float(w[i] >> 16);
   }
   return r;
 }

@@ -176,8 +176,8 @@ CATALOG: tuple[Mutant, ...] = (
         "the word loads of bfloat16 rows widen a 32-bit word's high half as the even element: each pair of "
         "dims of K and V is swapped",
         "paged_attention",
-        (body(PAGED, "return Wide4{{paged_bits_to_float(x.x << 16), paged_bits_to_float(x.x & 0xffff0000u),",
-              "return Wide4{{paged_bits_to_float(x.x & 0xffff0000u), paged_bits_to_float(x.x << 16),"),
+        (body(PAGED, "return Wide4{{bf16_lo_as_float(x.x), bf16_hi_as_float(x.x),",
+              "return Wide4{{bf16_hi_as_float(x.x), bf16_lo_as_float(x.x),"),
          graph(PAGED, "return rows.astype(mx.float32)",
                "return rows.reshape(*rows.shape[:-1], -1, 2)[..., ::-1].reshape(rows.shape).astype(mx.float32)")),
         (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",)),

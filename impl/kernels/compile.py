@@ -47,7 +47,11 @@ CUDA_PRELUDE = "\n".join(Path(__file__).with_name(f).read_text() for f in ("meta
 # keeps one header valid for both compilers.
 METAL_PRELUDE = ("#ifndef METAL_FUNC\n#define METAL_FUNC inline\n#endif\n"
                  # a loop whose loads should be in flight together (metal_compat.cuh has the CUDA spelling)
-                 '#define UNROLL_BY_8 _Pragma("clang loop unroll_count(8)")\n')
+                 '#define UNROLL_BY_8 _Pragma("clang loop unroll_count(8)")\n'
+                 # 16-bit floats held in 32-bit words (metal_compat.cuh has the CUDA spellings and the why)
+                 "METAL_FUNC float bf16_lo_as_float(uint w) { return as_type<float>(w << 16); }\n"
+                 "METAL_FUNC float bf16_hi_as_float(uint w) { return as_type<float>(w & 0xffff0000u); }\n"
+                 "METAL_FUNC float half_bits_as_float(uint x) { return float(as_type<half>(ushort(x))); }\n")
 
 TemplateArg = int | bool | mx.Dtype
 

@@ -118,6 +118,13 @@ METAL_FUNC T simd_shuffle_xor(T x, uint mask) { return __shfl_xor_sync(0xfffffff
 template <typename T>
 METAL_FUNC T simd_shuffle(T x, uint lane) { return __shfl_sync(0xffffffffu, x, lane); }
 
+// 16-bit floats held in 32-bit words (rows read as words: one load for two or more elements). A bfloat16 is the
+// top half of its float32, so the one in a word's low half is a shift away and the one in its high half a mask;
+// half_bits_as_float converts the half whose bits are x's low 16. The Metal prelude spells the same three.
+METAL_FUNC float bf16_lo_as_float(uint w) { return __uint_as_float(w << 16); }
+METAL_FUNC float bf16_hi_as_float(uint w) { return __uint_as_float(w & 0xffff0000u); }
+METAL_FUNC float half_bits_as_float(uint x) { return __half2float(__ushort_as_half((unsigned short)x)); }
+
 // True when x is true on every lane (a warp vote).
 METAL_FUNC bool simd_all(bool x) { return __all_sync(0xffffffffu, x); }
 
