@@ -122,6 +122,7 @@ from impl.arms import resolve_arm
 from impl.checks import check_int, check_scale
 from impl.kernels import TRACES_KEPT, KernelSpec, Launch, input_signature
 from impl.kv.quantization import Quantization
+from impl.recent_calls import RecentCalls, array_key, scalar_key
 
 __all__ = [
     "BITS",
@@ -397,21 +398,50 @@ def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int | None = 
     ``body``: ``"direct"`` (the direct attention body of ``impl.paged_attention`` over this cache),
     ``"seed"`` (the seed's kernel) or None (``default_body``).
     """
-    keys, values, scale, block = _validate(q, keys, values, scale, block, body)
-    arm = resolve_arm(arm)
-    kvh, n = keys.packed.shape[1], keys.packed.shape[2]
-    body = default_body(kvh, q.shape[1] // kvh, arm, n) if body is None else body
-    if body == "direct":
-        if n >= direct.DIRECT_MAX_LENGTH:
+    # A compiled arm's call whose arguments were validated before goes straight to its compiled call
+    # (impl.recent_calls: the checks cost the H200's host about a tenth of the call).
+    key, call = _RECENT.lookup(lambda: (resolve_arm(arm), array_key(q), _planes_key(keys), _planes_key(values),
+                                        scalar_key(scale), scalar_key(block), scalar_key(body)))
+    if call is None:
+        keys, values, scale, block = _validate(q, keys, values, scale, block, body)
+        arm = resolve_arm(arm)
+        kvh, n = keys.packed.shape[1], keys.packed.shape[2]
+        body = default_body(kvh, q.shape[1] // kvh, arm, n) if body is None else body
+        if body == "direct" and n >= direct.DIRECT_MAX_LENGTH:
             raise ValueError(f"keys hold N={n} positions; body='direct' reads N from a float32 and takes "
                              f"fewer than 2**24 (body='seed' or None takes any N)")
-        return _direct(q, keys, values, scale, block, arm)
-    block = KV4_DECODE_BLOCK if block is None else block
-    _check_fits(arm, q.shape[1] // keys.packed.shape[1])
-    if arm == "graph":
+        if body == "seed":
+            block = KV4_DECODE_BLOCK if block is None else block
+            _check_fits(arm, q.shape[1] // kvh)
+        if arm == "graph":
+            return _graph_call(q, keys, values, scale, block, body)
+        signature = input_signature((q, *keys[:3], *values[:3]))
+        call = (_compiled_direct(arm, _in_dtype(scale, q.dtype), block, signature) if body == "direct"
+                else _compiled_pair(arm, scale, block, signature))
+        _RECENT.remember(key, call)
+    return call(q, *keys[:3], *values[:3])
+
+
+def _planes_key(planes) -> tuple:
+    """What the checks read of a ``QuantizedKV`` (a plain tuple of planes is not keyed: it takes the checks)."""
+    if type(planes) is not QuantizedKV:
+        raise TypeError("only a QuantizedKV is keyed")
+    return (array_key(planes.packed), array_key(planes.scales), array_key(planes.biases),
+            scalar_key(planes.group_size), scalar_key(planes.bits))
+
+
+def _graph_call(q: mx.array, keys: QuantizedKV, values: QuantizedKV, scale: float, block: int | None,
+                body: str) -> mx.array:
+    """The graph arm of the chosen body (validated arguments)."""
+    if body == "seed":
         return _graph(_scaled(q, scale), keys, values, block)
-    inputs = (q, *keys[:3], *values[:3])
-    return _compiled_pair(arm, scale, block, input_signature(inputs))(*inputs)
+    cache, n = _cache(keys, values), keys.packed.shape[2]
+    span = direct.partition_span(q, cache, n, block)
+    return direct.graph_attention(q, cache, direct.single_block_table(), n, _in_dtype(scale, q.dtype), span,
+                                  direct.KVQ4)
+
+
+_RECENT = RecentCalls(TRACES_KEPT)  # validated (arm, arguments) -> compiled call
 
 
 def _scaled(q: mx.array, scale: float) -> mx.array:
@@ -464,17 +494,6 @@ def _in_dtype(scale: float, dtype: mx.Dtype) -> float:
     It did so once per call in a first version: on the H200 32/8/N32k took 0.250 ms with it and
     0.214 without (``perf/runs/2026-11-30-h200-session4``, calls A and B1)."""
     return mx.array(scale, dtype=dtype).astype(mx.float32, stream=mx.cpu).item()
-
-
-def _direct(q: mx.array, keys: QuantizedKV, values: QuantizedKV, scale: float, block: int | None,
-            arm: str) -> mx.array:
-    cache, scale = _cache(keys, values), _in_dtype(scale, q.dtype)
-    n = keys.packed.shape[2]
-    if arm == "graph":
-        span = direct.partition_span(q, cache, n, block)
-        return direct.graph_attention(q, cache, direct.single_block_table(), n, scale, span, direct.KVQ4)
-    inputs = (q, *keys[:3], *values[:3])
-    return _compiled_direct(arm, scale, block, input_signature(inputs))(*inputs)
 
 
 @lru_cache(maxsize=TRACES_KEPT)

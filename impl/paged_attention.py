@@ -106,6 +106,7 @@ from impl.arms import resolve_arm
 from impl.block_table import BlockTable, freeze, padded_length
 from impl.checks import check_int, check_scale
 from impl.kernels import KernelSpec, Launch
+from impl.recent_calls import RecentCalls, array_key, scalar_key
 
 __all__ = [
     "DIRECT_MAX_LENGTH",
@@ -839,18 +840,52 @@ def paged_attention(q: mx.array, storage: PagedStorage, block_table, length: int
     ``partition``: tokens per partition; None chooses it from the length and the heads
     (``partition_size``). It partitions the softmax, so it is part of the numbers (rounding only).
     """
-    arm = resolve_arm(arm)
-    table, scale, planes = _validate(q, storage, block_table, length, scale, direct=True)
-    partition = check_partition(partition)
-    if arm == "graph":
-        return graph_attention(q, storage, table.device, length, scale, partition_span(q, storage, length, partition))
-    # The table comes zero-padded to a power-of-two length (entries past length are never read), so the
-    # compiled pair sees a new table shape only when the sequence doubles.
-    _, hq, n, _ = q.shape
-    pair, geometry = _plan(arm, hq, n, storage.keys.shape[1], storage.head_dim, storage.v_head_dim,
-                           storage.block_size, storage.dtype, _quant_key(storage.quantization), length,
-                           partition, scale)
-    return pair(q, storage.keys, storage.values, table.padded, geometry, *planes)
+    # A compiled arm's call whose arguments were validated before goes straight to its compiled pair
+    # (impl.recent_calls: the checks cost the H200's host about a tenth of the call). A frozen BlockTable is
+    # keyed by identity (it is immutable); a list or array takes the checks (freeze converts it once).
+    key, plan = _RECENT.lookup(lambda: (resolve_arm(arm), array_key(q), _storage_key(storage),
+                                        _table_key(block_table), scalar_key(length), scalar_key(scale),
+                                        scalar_key(partition)))
+    if plan is None:
+        arm = resolve_arm(arm)
+        table, scale, planes = _validate(q, storage, block_table, length, scale, direct=True)
+        partition = check_partition(partition)
+        if arm == "graph":
+            return graph_attention(q, storage, table.device, length, scale,
+                                   partition_span(q, storage, length, partition))
+        # The table comes zero-padded to a power-of-two length (entries past length are never read), so the
+        # compiled pair sees a new table shape only when the sequence doubles.
+        _, hq, n, _ = q.shape
+        pair, geometry = _plan(arm, hq, n, storage.keys.shape[1], storage.head_dim, storage.v_head_dim,
+                               storage.block_size, storage.dtype, _quant_key(storage.quantization), length,
+                               partition, scale)
+        plan = _RECENT.remember(key, (pair, table.padded, geometry))
+    else:
+        planes = () if storage.quantization is None else tuple(getattr(storage, name) for name in _PLANE_NAMES)
+    pair, padded, geometry = plan
+    return pair(q, storage.keys, storage.values, padded, geometry, *planes)
+
+
+_RECENT = RecentCalls(_CACHE_SIZE)  # validated (arm, arguments) -> (compiled pair, padded table, geometry)
+_PLANE_NAMES = ("key_scales", "key_biases", "value_scales", "value_biases")
+
+
+def _storage_key(storage) -> tuple:
+    """What the checks read of ``storage``: its scalars, its planes' shapes and dtypes, its quantization."""
+    quant = storage.quantization
+    if quant is None:
+        quantization = planes = None
+    else:
+        quantization = type(quant), scalar_key(quant.bits), scalar_key(quant.group_size)
+        planes = tuple(array_key(getattr(storage, name)) for name in _PLANE_NAMES)
+    return (type(storage), storage.dtype, scalar_key(storage.block_size), scalar_key(storage.head_dim),
+            scalar_key(storage.v_head_dim), array_key(storage.keys), array_key(storage.values), quantization, planes)
+
+
+def _table_key(block_table) -> BlockTable:
+    if type(block_table) is not BlockTable:
+        raise TypeError("only a frozen BlockTable is keyed")
+    return block_table
 
 
 @lru_cache(maxsize=256)

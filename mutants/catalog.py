@@ -86,6 +86,7 @@ ARGMAX = "impl/normalized_argmax.py"
 KVQ4 = "impl/kvq4_decode.py"
 MULTI = "impl/multi_query.py"
 MASKS = "impl/masks.py"
+RECENT = "impl/recent_calls.py"
 POOL, PAGED_KV, ROWS, VIEW, DENSE = (f"impl/kv/{m}.py" for m in ("pool", "paged", "rows", "view", "dense"))
 
 PAGED_GATE = "parity/test_paged_attention.py::test_dense_pool[{arm}-%s]"
@@ -361,6 +362,21 @@ CATALOG: tuple[Mutant, ...] = (
         "multi_query.host",
         (code(MULTI, '("ITEMS", -(-bk // rows_per_pass))', '("ITEMS", bk // rows_per_pass)'),),
         ("parity/test_multi_query.py::test_launch_geometry_stages_every_row",)),
+
+    # --- the memo of validated calls (host) -----------------------------------------
+    Mutant(
+        "recent_calls_key_drops_scalar_types",
+        "a scalar's key is its value alone: True (== 1, same hash) passes for a remembered 1 and skips the check "
+        "that refuses a bool",
+        "recent_calls",
+        (code(RECENT, "return type(value), value", "return None, value"),),
+        ("impl/test_recent_calls.py::test_a_remembered_int_never_lets_a_bool_through",)),
+    Mutant(
+        "recent_calls_key_drops_dtype",
+        "an array's key is its shape alone: q in another dtype hits a remembered call and skips the dtype checks",
+        "recent_calls",
+        (code(RECENT, "return x.shape, x.dtype", "return x.shape, None"),),
+        ("impl/test_recent_calls.py::test_bad_arguments_raise_whatever_was_remembered",)),
 
     # --- masks --------------------------------------------------------------------
     Mutant(
