@@ -221,7 +221,9 @@ def _compiled(arm: str):
 
 def _rows(logits: mx.array) -> tuple[mx.array, mx.array]:
     """Logits as [rows, V] and MLX's lse [rows, 1] in the logits' dtype."""
-    x = logits.reshape(-1, logits.shape[-1])  # no op for a [B, V] input
+    # (A [B, V] input is used as is: a reshape to its own shape would still be a node of the compiled graph,
+    # replayed and evaluated every call.)
+    x = logits if logits.ndim == 2 else logits.reshape(-1, logits.shape[-1])
     return x, mx.logsumexp(x, axis=-1, keepdims=True)
 
 
@@ -237,7 +239,7 @@ def row_launch(x: mx.array, lse: mx.array) -> Launch:
 def _kernel_argmax(logits: mx.array, arm: str) -> mx.array:
     x, lse = _rows(logits)
     (out,) = row_launch(x, lse).run(arm)
-    return out.reshape(logits.shape[:-1])
+    return out if logits.ndim == 2 else out.reshape(logits.shape[:-1])
 
 
 def _graph_argmax(logits: mx.array) -> mx.array:
