@@ -521,24 +521,23 @@ CATALOG: tuple[Mutant, ...] = (
         "the compiled kvq4 call is one function for every cache length: MLX keeps a trace per length for the "
         "life of the process",
         "kvq4_decode.host",
-        (code(KVQ4, "return _compiled_pair(arm, scale, block, input_signature(inputs))(*inputs)",
-              "return _compiled_pair(arm, scale, block, ())(*inputs)"),),
+        (code(KVQ4, "else _compiled_pair(arm, scale, block, signature))", "else _compiled_pair(arm, scale, block, ()))"),),
         ("parity/test_kvq4_decode.py::test_compiled_calls_keep_a_bounded_trace_per_length[seed]",)),
     Mutant(
         "kvq4_direct_one_trace_for_every_length",
         "the direct body's compiled kvq4 call is one function for every cache length: MLX keeps a trace per "
         "length for the life of the process",
         "kvq4_decode.host",
-        (code(KVQ4, "return _compiled_direct(arm, scale, block, input_signature(inputs))(*inputs)",
-              "return _compiled_direct(arm, scale, block, ())(*inputs)"),),
+        (code(KVQ4, "_compiled_direct(arm, _in_dtype(scale, q.dtype), block, signature)",
+              "_compiled_direct(arm, _in_dtype(scale, q.dtype), block, ())"),),
         ("parity/test_kvq4_decode.py::test_compiled_calls_keep_a_bounded_trace_per_length[direct]",)),
     Mutant(
         "multi_query_one_trace_for_every_length",
         "the compiled multi-query call is one function for every cache length: MLX keeps a trace per length "
         "for the life of the process",
         "multi_query.host",
-        (code(MULTI, "return _compiled_call(arm, scale, splits, input_signature(inputs))(*inputs)",
-              "return _compiled_call(arm, scale, splits, ())(*inputs)"),),
+        (code(MULTI, "_compiled_call(arm, scale, splits, input_signature((q, keys, values)))",
+              "_compiled_call(arm, scale, splits, ())"),),
         ("parity/test_multi_query.py::test_compiled_calls_keep_a_bounded_trace_per_length",)),
     Mutant(
         "dense_growth_rounds_down",
