@@ -31,7 +31,8 @@ Contract (the seed's ``kvq4DecodeSdpa``, @mlx-bun/inference 1.0.0
 * ``kvq4_decode_eligible(q, keys, group_size, bits)`` says whether the seed's
   conditions hold (B = L = 1, D = 256, bits 4, group 64, an even GQA factor).
   ``kvq4_decode`` refuses anything else with a ValueError / TypeError naming
-  the argument, before any launch. The compiled arms also need the combine
+  the argument, before any launch (on a compiled arm once per argument signature
+  when the planes are ``QuantizedKV``s: ``impl.recent_calls``). The compiled arms also need the combine
   buffers (``4 * (SUB * REP * 256 + 2 * SUB * REP)`` bytes of threadgroup
   memory) to fit the device: Metal's 32 KiB allows REP <= 6, CUDA's 48 KiB of
   static shared memory REP <= 10; the graph arm has no such bound. That bound is

@@ -37,7 +37,10 @@ Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
   is, the result carries half precision, and Q * scale, K and V must stay
   within half's range (|x| < 65504).
 * Bad input (L > 8, NQ > 64, D, dtypes, shapes, N < L, splits, scale) raises
-  ValueError / TypeError naming the argument, before any launch.
+  ValueError / TypeError naming the argument, before any launch. On a compiled
+  arm the checks run once per argument signature (``impl.recent_calls``: shapes,
+  dtypes, scalars with their types): a decode step's later layers go straight
+  to the compiled call.
 
 Algorithm (every arm): a threadgroup = one KV head x one key split. Its
 query tile rows are loaded once as half fragments (a SIMD group holds

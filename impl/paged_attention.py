@@ -22,7 +22,8 @@ Contract (the seed's ``pagedAttentionView.attend`` direct path, mlx-bun 0.5.0
   Nothing at or past ``length`` is read: unused slots may hold anything, NaN included.
 * GQA/MQA: query head h reads KV head h // (Hq / Hkv).
 * Eligibility is validated before any launch; bad input raises ValueError /
-  TypeError naming the argument.
+  TypeError naming the argument. On a compiled arm with a frozen ``BlockTable``
+  the checks run once per argument signature (``impl.recent_calls``).
 
 Algorithm (every arm): the sequence is cut into partitions of ``partition`` tokens
 (None: ``partition_size`` picks a multiple of 64 from N and the heads so that a launch has
