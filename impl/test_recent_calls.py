@@ -9,6 +9,7 @@ Python in front of the kernels, which is the same on every device.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -72,6 +73,7 @@ class StandIn:
     call: callable  # (**overrides) -> the public function's result
     bad: dict  # name -> overrides that the checks refuse
     args: dict  # the valid arguments
+    fresh: tuple  # (overrides: a new array of the same shape and dtype, its position in the compiled call's inputs, it)
     checks: list = field(default_factory=list)
     compiled: list = field(default_factory=list)
 
@@ -81,8 +83,10 @@ def _multi_query() -> tuple:
     args = dict(q=case.q_mx, keys=case.k_mx, values=case.v_mx, scale=case.scale, splits=None)
     bad = {"scale bool": dict(scale=True), "scale nan": dict(scale=math.nan), "splits bool": dict(splits=True),
            "splits 0": dict(splits=0), "q float16": dict(q=case.q_mx.astype(mx.float16)),
-           "keys NumPy": dict(keys=np.zeros(case.k_mx.shape, np.float32)), "values shape": dict(values=case.v_mx[:, :, :-1])}
-    return mq, ("_compiled_call",), lambda **o: mq.multi_query_causal(**(args | o)), bad, args
+           "keys NumPy": dict(keys=np.zeros(case.k_mx.shape, np.float32)),
+           "values shape": dict(values=case.v_mx[:, :, :-1])}
+    q2 = case.q_mx * 1  # a new array of the same shape and dtype
+    return mq, ("_compiled_call",), lambda **o: mq.multi_query_causal(**(args | o)), bad, args, (dict(q=q2), 0, q2)
 
 
 def _kvq4(body: str) -> tuple:
@@ -92,7 +96,9 @@ def _kvq4(body: str) -> tuple:
            "body": dict(body="fast"), "bits": dict(keys=case.keys._replace(bits=8)),
            "q float16": dict(q=case.q_mx.astype(mx.float16)),
            "values N": dict(values=kvq4.QuantizedKV(*(p[:, :, :-1] for p in case.values[:3])))}
-    return kvq4, ("_compiled_direct", "_compiled_pair"), lambda **o: kvq4.kvq4_decode(**(args | o)), bad, args
+    keys2 = case.keys._replace(packed=case.keys.packed + 0)
+    return (kvq4, ("_compiled_direct", "_compiled_pair"), lambda **o: kvq4.kvq4_decode(**(args | o)), bad, args,
+            (dict(keys=keys2), 1, keys2.packed))
 
 
 def _paged(bits: int | None) -> tuple:
@@ -106,7 +112,9 @@ def _paged(bits: int | None) -> tuple:
            "scale bool": dict(scale=True), "partition bool": dict(partition=True),
            "q rows": dict(q=mx.zeros((1, 4, 9, 64), mx.bfloat16)),
            "table outside the pool": dict(block_table=BlockTable.of([case.num_blocks] * len(case.table)))}
-    return paged, ("_compiled_pair",), lambda **o: paged.paged_attention(**(args | o)), bad, args
+    storage2 = dataclasses.replace(case.storage, keys=case.storage.keys + 0)
+    return (paged, ("_compiled_pair",), lambda **o: paged.paged_attention(**(args | o)), bad, args,
+            (dict(storage=storage2), 1, storage2.keys))
 
 
 CALLERS = {"multi_query": _multi_query, "kvq4 direct": lambda: _kvq4("direct"), "kvq4 seed": lambda: _kvq4("seed"),
@@ -115,8 +123,8 @@ CALLERS = {"multi_query": _multi_query, "kvq4 direct": lambda: _kvq4("direct"), 
 
 def drive(caller: str, monkeypatch, request) -> StandIn:
     """``CALLERS[caller]`` on the stand-in compiled arm, counting its checks and compiled-call requests."""
-    module, compiled_names, call, bad, args = CALLERS[caller]()
-    s = StandIn(module, call, bad, args)
+    module, compiled_names, call, bad, args, fresh = CALLERS[caller]()
+    s = StandIn(module, call, bad, args, fresh)
     validate = module._validate
     monkeypatch.setattr(module, "_validate", lambda *a, **k: s.checks.append(1) or validate(*a, **k))
     monkeypatch.setattr(module, "resolve_arm", lambda arm: "cuda")
@@ -135,9 +143,13 @@ def stand_in(request, monkeypatch) -> StandIn:
 
 
 def test_a_repeated_call_skips_the_checks_and_runs_with_its_own_arrays(stand_in):
-    first, second = stand_in.call(), stand_in.call()
+    """The second call (same signature, a new array in place of one input) is not checked again and hands the
+    compiled call its own arrays, not the remembered call's."""
+    overrides, position, array = stand_in.fresh
+    first, second = stand_in.call(), stand_in.call(**overrides)
     assert len(stand_in.checks) == 1 and len(stand_in.compiled) == 1
     assert first[0] == second[0] == "ran" and len(first[1]) == len(second[1])
+    assert second[1][position] is array and first[1][position] is not array
 
 
 @pytest.mark.parametrize("remembered", [False, True], ids=["fresh", "after a valid call"])
