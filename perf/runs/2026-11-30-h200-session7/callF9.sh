@@ -9,5 +9,5 @@ timeout 140 python3 -m perf.run --suite h200 --device gpu --no-baseline --protoc
   --save $OUT/callF9/pipelined.json > $OUT/callF9/pipelined.log 2>&1; echo "pipelined exit $?"
 timeout 140 python3 -m perf.run --suite h200 --device gpu --no-baseline --batch 32 --rounds 10 \
   --save $OUT/callF9/eval32.json > $OUT/callF9/eval32.log 2>&1; echo "eval32 exit $?"
-tail -2 $OUT/callF9/pipelined.log $OUT/callF9/eval32.log
+tail -n 2 $OUT/callF9/pipelined.log $OUT/callF9/eval32.log
 tar czf $OUT/callF9.tgz -C $OUT callF9 && rm -rf $OUT/callF9
