@@ -240,7 +240,8 @@ MAX_VECTORS = 64  # NQ = REP * L: 8 SIMD groups x 8-row tiles
 MAX_HEAD_DIM = 256
 SPLIT_KEYS = 256  # the fewest keys a default split gets (the seed's keys per split)
 MAX_SPLITS = 128
-MERGE_SLICES = 8  # slices of the splits per merge threadgroup (the merge body's 8)
+MERGE_SLICES = 8  # SIMD groups of a merge threadgroup, each merging every 8th split (template MERGE_SLICES)
+MERGE_DIMS = 128  # output dims per merge threadgroup: 32 lanes x 4
 # Default splits aim at this many threadgroups (splits x KV heads): about 4 resident per SM on the H200's 132
 # SMs at the 128-thread, <= 128-register instances (module docstring), so one wave; fewer splits also means
 # fewer partials to write and merge (NQ * D float32 per split and KV head).
@@ -606,49 +607,67 @@ def _assembled() -> str:
         "COMPUTE_BLOCK", COMPUTE_SOURCE.lstrip("\n"))
 
 
+MERGE_HEADER = """
+#ifndef DEVICE_MEM
+#define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
+#endif
+"""
+
 MERGE_SOURCE = """
-  // One threadgroup per (query vector, 32 dims): MERGE_SLICES slices of the splits, a thread merging splits
-  // slice, slice + 8, ... (8 loads in flight), the slices then combined in threadgroup memory. A thread per output
-  // element over all the splits left the GPU nearly idle: 8 warps per SM (ncu on the H200, 64 splits at
-  // 32/8/L8/D128: 18.7 us; sliced 12.2 us).
+  // One threadgroup per (query vector, 128 dims): lane x owns dims d .. d + 3 (one 16-byte load per split) and
+  // SIMD group `slice` the splits slice, slice + 8, ... in ONE pass: a split's weight is taken against the
+  // slice's running max and the slice's sums are rescaled when that max grows, so nothing waits for a max before
+  // its loads go out (the two-pass merge, the max of every split first, then the sums, paid two dependent memory
+  // round trips and a 32-dim threadgroup per 32 dims: 30 against 24 us per call alone, 8 per eval, on the H200,
+  // perf/runs/2026-11-30-h200-session8/callG1). The slices then combine in threadgroup memory, each rescaled to
+  // their common max. A -inf partial (no key of the split visible to the row; its O and l are 0) weighs 0.
   const uint x = thread_position_in_threadgroup.x, slice = thread_position_in_threadgroup.y;
-  const uint d = threadgroup_position_in_grid.x * 32u + x;  // 0..D-1 (threads past D only help reduce)
-  const uint qv = threadgroup_position_in_grid.y;           // 0..KVH·NQ-1
-  const uint splits = (uint)mpart_shape[0];                 // run-time, as in the partial pass
+  const uint d = (threadgroup_position_in_grid.x * 32u + x) * 4u;  // D is a multiple of 8
+  const uint qv = threadgroup_position_in_grid.y;                  // 0..KVH·NQ-1
+  const uint splits = (uint)mpart_shape[0];                        // run-time, as in the partial pass
   const ulong stride = (ulong)(KVH * NQ);
-  threadgroup float tops[8], nums[8][32], dens[8];
-  float mmax = -INFINITY;
+  const bool live = d < (uint)D;
+  threadgroup float tops[MERGE_SLICES], dens[MERGE_SLICES], nums[MERGE_SLICES][128];
+  float top = -INFINITY, den = 0.0f, num[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   UNROLL_BY_8
-  for (uint s = slice; s < splits; s += 8u) mmax = metal::max(mmax, mpart[(ulong)s * stride + qv]);
-  if (x == 0u) tops[slice] = mmax;
-  threadgroup_barrier(metal::mem_flags::mem_threadgroup);
-  for (uint i = 0; i < 8u; ++i) mmax = metal::max(mmax, tops[i]);
-  float num = 0.0f, den = 0.0f;
-  UNROLL_BY_8
-  for (uint s = slice; s < splits; s += 8u) {
+  for (uint s = slice; s < splits; s += (uint)MERGE_SLICES) {
     const ulong b = (ulong)s * stride + qv;
-    const float ms = mpart[b];
-    // A -inf partial (no key of the split visible to the row) weighs 0: its O and l are 0 too, so the loads
-    // stay unconditional (a skipped load could not be issued early).
-    const float w = ms == -INFINITY ? 0.0f : metal::exp(ms - mmax);
-    num += w * (d < (uint)D ? opart[b * (uint)D + d] : 0.0f);
-    den += w * lpart[b];
+    const float ms = mpart[b], ls = lpart[b];
+    // (a lane past D reads dims 0..3 and never writes them: every load stays unconditional, issued early)
+    const float4 os = float4(*(const DEVICE_MEM metal::vec<float, 4>*)(opart + b * (uint)D + (live ? d : 0u)));
+    if (ms == -INFINITY) continue;
+    const float next = metal::max(top, ms);
+    const float c = top == -INFINITY ? 0.0f : metal::exp(top - next), w = metal::exp(ms - next);
+    num[0] = num[0] * c + w * os.x;
+    num[1] = num[1] * c + w * os.y;
+    num[2] = num[2] * c + w * os.z;
+    num[3] = num[3] * c + w * os.w;
+    den = den * c + w * ls;
+    top = next;
   }
-  nums[slice][x] = num;
-  if (x == 0u) dens[slice] = den;
+  for (uint e = 0; e < 4u; ++e) nums[slice][4u * x + e] = num[e];
+  if (x == 0u) { tops[slice] = top; dens[slice] = den; }
   threadgroup_barrier(metal::mem_flags::mem_threadgroup);
-  if (slice == 0u && d < (uint)D) {
-    float total = 0.0f, weight = 0.0f;
-    for (uint i = 0; i < 8u; ++i) { total += nums[i][x]; weight += dens[i]; }
+  if (slice == 0u && live) {
+    float gtop = -INFINITY;
+    for (uint i = 0; i < (uint)MERGE_SLICES; ++i) gtop = metal::max(gtop, tops[i]);
+    float total[4] = {0.0f, 0.0f, 0.0f, 0.0f}, weight = 0.0f;
+    for (uint i = 0; i < (uint)MERGE_SLICES; ++i) {
+      if (tops[i] == -INFINITY) continue;  // a slice with no visible split
+      const float c = metal::exp(tops[i] - gtop);
+      weight += c * dens[i];
+      for (uint e = 0; e < 4u; ++e) total[e] += c * nums[i][4u * x + e];
+    }
     const uint hk = qv / (uint)NQ, row = qv % (uint)NQ, rr = row / (uint)L, qi = row % (uint)L;
-    out[((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d] = T(total / weight);
+    const ulong at = ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d;
+    for (uint e = 0; e < 4u; ++e) out[at + e] = T(total[e] / weight);
   }
 """
 
 PARTIAL = KernelSpec("multi_query_partial", ("q", "k", "v", "scale"), ("opart", "mpart", "lpart"),
                      _assembled(),
                      header=HEADER, ensure_row_contiguous=False)
-MERGE = KernelSpec("multi_query_merge", ("opart", "mpart", "lpart"), ("out",), MERGE_SOURCE)
+MERGE = KernelSpec("multi_query_merge", ("opart", "mpart", "lpart"), ("out",), MERGE_SOURCE, header=MERGE_HEADER)
 
 assert "0.0h" not in PARTIAL_SOURCE and "threadgroup half*" not in PARTIAL_SOURCE + HEADER
 
@@ -788,10 +807,12 @@ def partial_launch(q: mx.array, keys: mx.array, values: mx.array, scale: mx.arra
 
 def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dtype, heads: int,
                  rows: int) -> Launch:
+    """The split merge: a threadgroup of ``MERGE_SLICES`` SIMD groups per query vector and ``MERGE_DIMS`` dims."""
     _, kvh, nq, d = opart.shape
     rep = heads // kvh
-    template = (("T", dtype), ("L", rows), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq))
-    return Launch(MERGE, (opart, mpart, lpart), template, grid=(-(-d // 32) * 32, kvh * nq * MERGE_SLICES, 1),
+    template = (("T", dtype), ("L", rows), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq),
+                ("MERGE_SLICES", MERGE_SLICES))
+    return Launch(MERGE, (opart, mpart, lpart), template, grid=(-(-d // MERGE_DIMS) * 32, kvh * nq * MERGE_SLICES, 1),
                   threadgroup=(32, MERGE_SLICES, 1),
                   output_shapes=((1, heads, rows, d),), output_dtypes=(dtype,))
 

@@ -254,8 +254,7 @@ CATALOG: tuple[Mutant, ...] = (
         "the sub-chunk combine and the block merge add partials without rescaling each to the common max",
         "kvq4_decode",
         (body(KVQ4, "const float w = metal::exp(ms - gmax);", "const float w = 1.0f;"),
-         body(MULTI, "const float w = ms == -INFINITY ? 0.0f : metal::exp(ms - mmax);",
-              "const float w = ms == -INFINITY ? 0.0f : 1.0f;"),
+         body(MULTI, "w = metal::exp(ms - next);", "w = 1.0f;"),
          graph(KVQ4, "w = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "w = mx.where(m == -mx.inf, 0.0, 1.0)")),
         (KVQ4_GATE % "bfloat16-H16-KVH2-N1000-block256-heads",)),
     Mutant(
@@ -272,8 +271,8 @@ CATALOG: tuple[Mutant, ...] = (
         (body(KVQ4, "qv[j][i] = float(q[(hk * (uint)REP + hg * HPG + j) * (uint)D + lane * 8u + i]);",
               "qv[j][i] = float(q[((hg * HPG + j) * (uint)KVH + hk) * (uint)D + lane * 8u + i]);"),
          # the seed body's merge is multi-query's (one query row): its output head map, the same way
-         body(MULTI, "out[((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d] = T(total / weight);",
-              "out[((ulong)(rr * (uint)KVH + hk) * (uint)L + qi) * (uint)D + d] = T(total / weight);"),
+         body(MULTI, "const ulong at = ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d;",
+              "const ulong at = ((ulong)(rr * (uint)KVH + hk) * (uint)L + qi) * (uint)D + d;"),
          graph(KVQ4, "q = qs.astype(mx.float32).reshape(kvh, rep, 1, SIMD, 8)",
                "q = qs.astype(mx.float32).reshape(rep, kvh, 1, SIMD, 8).transpose(1, 0, 2, 3, 4)"),
          graph(KVQ4, "return out.reshape(1, h, 1, HEAD_DIM)", "return out.transpose(1, 0, 2).reshape(1, h, 1, HEAD_DIM)")),
@@ -311,8 +310,7 @@ CATALOG: tuple[Mutant, ...] = (
         "multi_query_merge_without_max_rescale",
         "the split merge adds partials without rescaling each by exp(m_s - max)",
         "multi_query",
-        (body(MULTI, "const float w = ms == -INFINITY ? 0.0f : metal::exp(ms - mmax);",
-               "const float w = ms == -INFINITY ? 0.0f : 1.0f;"),
+        (body(MULTI, "w = metal::exp(ms - next);", "w = 1.0f;"),
          graph(MULTI, "weight = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "weight = mx.where(m == -mx.inf, 0.0, 1.0)")),
         ("properties/test_multi_query_props.py::test_fully_masked_splits_are_skipped[{arm}-3]",)),
     Mutant(
