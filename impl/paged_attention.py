@@ -46,9 +46,7 @@ the V accumulation by shuffle (with LPR 16 each half accumulates its tokens; the
 at the end). Quantized pools dequantize on load: ``InT(scale * code + bias)`` rounded to the pool
 dtype, then widened. The SIMD groups combine in threadgroup memory, rescaled to their common
 max. Merge pass: per output element, rescale each partition by ``exp(max_p - max)`` and divide
-the summed values by the summed normalizers, cast to q's dtype (in one pass over the partitions: each of 8
-slices keeps a running max and rescales its sums when it grows, then the slices combine rescaled to their
-common max; a lane merges 4 dims where Dv allows). An empty partition (rows of the
+the summed values by the summed normalizers, cast to q's dtype. An empty partition (rows of the
 last partition beyond a query's causal limit) contributes max ``-inf``, sum 0: weight 0.
 
 The same body serves kvq4's contiguous 4-bit cache (``impl.kvq4_decode``, body ``direct``): its
@@ -479,58 +477,37 @@ LOAD_STRIDED_AFFINE = {
     "LOAD_VALUE": STRIDED_AFFINE_LOAD.format(plane="values", scales="vs", biases="vb", dest="vx", lanes="VV")}
 
 MERGE_SOURCE = """
-  // One threadgroup per output row and 32 * VEC dims: lane x owns dims d .. d + VEC - 1 (VEC = 4, one 16-byte load
-  // per partition, where DV allows it) and SIMD group `slice` the partitions slice, slice + 8, ... in ONE pass: a
-  // partition's weight is taken against the slice's running max and the slice's sums are rescaled when that max
-  // grows, so nothing waits for a max before its loads go out (multi-query's merge measured the two-pass form, the
-  // max of every partition first, then the sums, 30 against 24 us per call on the H200: perf/runs/
-  // 2026-11-30-h200-session8). The slices then combine in threadgroup memory, each rescaled to their common max.
-  // An empty partition (rows of the last partition past a query's causal limit) has max -inf: weight 0.
-  const uint x = thread_position_in_threadgroup.x, slice = thread_position_in_threadgroup.y;
-  const uint row = threadgroup_position_in_grid.y;
-  const uint d = (threadgroup_position_in_grid.x * 32 + x) * VEC;
+  // One threadgroup per output row: 32 dims x 8 slices of the partitions, then a reduction.
+  const uint d = thread_position_in_grid.x, slice = thread_position_in_threadgroup.y;
+  const uint x = thread_position_in_threadgroup.x, row = threadgroup_position_in_grid.y;
   const uint length = uint(geometry[1]), span = uint(geometry[2]);
   const uint count = (length + span - 1) / span;  // partitions written (the buffers may hold more)
-  const bool live = d < DV;
-  threadgroup float tops[8], totals[8];
-  threadgroup float values[8][32 * VEC];
-  float top = -INFINITY, total = 0.0f, value[VEC];
-  for (uint e = 0; e < VEC; ++e) value[e] = 0.0f;
+  threadgroup float tops[8];
+  threadgroup float values[8][32], totals[8];
+  float maximum = -INFINITY;
+  // Both loops unrolled by 8, so a slice issues 8 partitions' loads together (the merge took 9 us for 128
+  // partitions at 32/8/D128 and 25 us for kvq4's 512 on the H200 before; unrolled: within noise at D128, 3.5%
+  // faster per call at D256/N128k, perf/runs/2026-11-30-h200-session5/callC1).
+  UNROLL_BY_8
+  for (uint part = slice; part < count; part += 8) maximum = max(maximum, normal[(row * count + part) * 2]);
+  if (x == 0) tops[slice] = maximum;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint s = 0; s < 8; ++s) maximum = max(maximum, tops[s]);
+  float sum = 0, value = 0;
   UNROLL_BY_8
   for (uint part = slice; part < count; part += 8) {
-    const uint base = row * count + part;
-    const float mp = normal[base * 2], tp = normal[base * 2 + 1];
-    float v[4];
-    if (VEC == 4) {  // a lane past DV reads dims 0..3 and never writes them: the loads stay unconditional
-      const float4 w4 = float4(*(const DEVICE_MEM metal::vec<float, 4>*)(parts + base * DV + (live ? d : 0)));
-      v[0] = w4.x; v[1] = w4.y; v[2] = w4.z; v[3] = w4.w;
-    } else {
-      for (uint e = 0; e < VEC; ++e) v[e] = parts[base * DV + (live ? d + e : 0)];
-    }
-    if (mp == -INFINITY) continue;
-    const float next = max(top, mp);
-    const float c = top == -INFINITY ? 0.0f : exp(top - next);
-    const float weight = exp(mp - next);
-    total = fma(tp, weight, total * c);
-    for (uint e = 0; e < VEC; ++e) value[e] = fma(v[e], weight, value[e] * c);
-    top = next;
+    uint base = row * count + part;
+    float weight = exp(normal[base * 2] - maximum);
+    sum = fma(normal[base * 2 + 1], weight, sum);
+    value = fma(d < DV ? parts[base * DV + d] : 0.0f, weight, value);
   }
-  for (uint e = 0; e < VEC; ++e) values[slice][x * VEC + e] = value[e];
-  if (x == 0) { tops[slice] = top; totals[slice] = total; }
+  values[slice][x] = value;
+  if (x == 0) totals[slice] = sum;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (slice == 0 && live) {
-    float maximum = -INFINITY;
-    for (uint s = 0; s < 8; ++s) maximum = max(maximum, tops[s]);
-    float t = 0.0f, out_v[VEC];
-    for (uint e = 0; e < VEC; ++e) out_v[e] = 0.0f;
-    for (uint s = 0; s < 8; ++s) {
-      if (tops[s] == -INFINITY) continue;  // a slice without a visible partition
-      const float c = exp(tops[s] - maximum);
-      t = fma(totals[s], c, t);
-      for (uint e = 0; e < VEC; ++e) out_v[e] = fma(values[s][x * VEC + e], c, out_v[e]);
-    }
-    for (uint e = 0; e < VEC; ++e)
-      if (d + e < DV) out[row * DV + d + e] = OutT(out_v[e] / t);
+  if (slice == 0 && d < DV) {
+    float v = 0, t = 0;
+    for (uint s = 0; s < 8; ++s) { v += values[s][x]; t += totals[s]; }
+    out[row * DV + d] = OutT(v / t);
   }
 """
 
@@ -553,13 +530,7 @@ QUANTIZED_PARTIAL = KernelSpec("paged_attention_affine_partial",
 STRIDED_PARTIAL = KernelSpec("direct_attention_strided_affine_partial",
                              ("q", "keys", "values", "table", "geometry", "ks", "kb", "vs", "vb"), ("out", "normal"),
                              _with_loads(LOAD_STRIDED_AFFINE), header=HEADER, ensure_row_contiguous=False)
-MERGE_HEADER = """
-#ifndef DEVICE_MEM
-#define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
-#endif
-"""
-MERGE = KernelSpec("paged_attention_merge", ("parts", "normal", "geometry"), ("out",), MERGE_SOURCE,
-                   header=MERGE_HEADER)
+MERGE = KernelSpec("paged_attention_merge", ("parts", "normal", "geometry"), ("out",), MERGE_SOURCE)
 
 
 # --- validation -------------------------------------------------------------
@@ -846,17 +817,14 @@ class _LaunchShape(NamedTuple):
     output_shapes: tuple
 
 
-MERGE_SLICES = 8  # SIMD groups per merge threadgroup, each over every 8th partition (the body's 8)
-MERGE_VEC = 4  # dims per merge lane: one 16-byte load per partition (Dv a multiple of 4; else 1)
+MERGE_SLICES = 8  # threads per output element in the merge, each over every 8th partition
 
 
 def merge_launch(parts: mx.array, normal: mx.array, geometry: mx.array, out_dtype: mx.Dtype) -> Launch:
-    """The merge's call: ``geometry`` is the partial's [scale, length, partition] (it counts the partitions).
-    A lane merges ``MERGE_VEC`` dims (one 16-byte load per partition) where Dv is a multiple of it, else one."""
+    """The merge's call: ``geometry`` is the partial's [scale, length, partition] (it counts the partitions)."""
     hq, n, _, dv = parts.shape
-    vec = MERGE_VEC if dv % MERGE_VEC == 0 else 1
-    return Launch(MERGE, (parts, normal, geometry), (("OutT", out_dtype), ("DV", dv), ("VEC", vec)),
-                  grid=(-(-dv // (SIMD * vec)) * SIMD, hq * n * MERGE_SLICES, 1), threadgroup=(SIMD, MERGE_SLICES, 1),
+    return Launch(MERGE, (parts, normal, geometry), (("OutT", out_dtype), ("DV", dv)),
+                  grid=(-(-dv // SIMD) * SIMD, hq * n * MERGE_SLICES, 1), threadgroup=(SIMD, MERGE_SLICES, 1),
                   output_shapes=((1, hq, n, dv),), output_dtypes=(out_dtype,))
 
 

@@ -122,7 +122,7 @@ CATALOG: tuple[Mutant, ...] = (
         "by exp(max_p - max)",
         "paged_attention",
         (body(PAGED, "const float weight = exp(ms - top);", "const float weight = 1.0f;"),
-         body(PAGED, "const float weight = exp(mp - next);", "const float weight = 1.0f;"),
+         body(PAGED, "float weight = exp(normal[base * 2] - maximum);", "float weight = 1.0f;"),
          graph(PAGED, "rescale = mx.exp(maximum - overall)", "rescale = mx.ones_like(maximum)")),
         (PAGED_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",)),
     Mutant(

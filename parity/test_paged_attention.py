@@ -43,7 +43,7 @@ GEOMETRIES = [
     (6, 2, 80, 80, 8, 97, 8),
     (4, 4, 96, 64, 16, 256, 2),
     (32, 4, 128, 128, 16, 1000, 1),
-    (4, 2, 64, 42, 16, 300, 2),  # Dv not a multiple of 4: the merge's one-dim lanes (merge_launch's VEC = 1)
+    (4, 2, 64, 42, 16, 300, 2),  # Dv not a multiple of 4 (no 4-element vector loads of V rows)
 ]
 QUANTIZATIONS = [sts.PagedQuantization(4, 32), sts.PagedQuantization(4, 64), sts.PagedQuantization(8, 64),
                  sts.PagedQuantization(8, 128)]

@@ -144,8 +144,8 @@ def test_translation_unit_matches_mlx_layout():
                                           "    const float* geometry,", "    __nv_bfloat16* out"]
     launch = paged.merge_launch(parts, normal, geometry, mx.bfloat16)
     assert signature.splitlines()[0] == launch.cuda_function + "("
-    assert launch.cuda_function.endswith("_bfloat16_t_80_4")  # OutT, DV, VEC, as passed
-    assert "  using OutT = __nv_bfloat16;\n  constexpr int DV = 80;\n  constexpr int VEC = 4;\n" in body
+    assert launch.cuda_function.endswith("_bfloat16_t_80")  # OutT then DV, as passed
+    assert "  using OutT = __nv_bfloat16;\n  constexpr int DV = 80;\n" in body
     assert source.rstrip().endswith("} // namespace mlx::core::cu")
     # MLX skips shape/strides parameters of 0-d inputs even when the source names them
     unit = cuda_translation_unit("k", "", "y[0] = x_shape[0];", [("x", mx.float32, 0)], [("y", mx.float32)], [])
