@@ -64,9 +64,10 @@ Fragments are loaded four at a time (``simdgroup_load_x4``: ldmatrix.x4 on
 CUDA), and two tiles multiply 16-deep (``simdgroup_multiply_accumulate_rows16_k16``:
 one m16n8k16 on CUDA; four 8x8 products elsewhere, in the same order as before).
 The partials (O, m, l) of the splits
-are merged (a threadgroup per query vector and 32 dims, ``MERGE_SLICES`` slices of
-the splits combined in threadgroup memory; a -inf partial weighs 0) and cast to
-T. kvq4's seed body merges its blocks with this merge (one query row).
+are merged in one pass (a threadgroup per query vector and 128 dims, a lane per 4 dims;
+``MERGE_SLICES`` SIMD groups each take every 8th split with a running max, rescaling their sums
+when it grows, then combine in threadgroup memory rescaled to their common max; a -inf partial
+weighs 0) and cast to T. kvq4's seed body merges its blocks with this merge (one query row).
 
 Arms: ``metal`` / ``cuda`` compile the seed's bodies below, with port edits
 that keep the Metal semantics, so that one source serves CUDA (where
@@ -168,6 +169,21 @@ bandwidth-bound. Tried, each checked bit-identical to the kernel it varies:
   (at NQ = 64 one tile lost plainly: 0.233 against 0.191 ms);
 * the merge: a thread per output element over all splits ran at 8 warps per SM
   (ncu 18.7 us for 64 splits); sliced, 12.2 us.
+
+Session 8 (``perf/runs/2026-11-30-h200-session8``, calls G1-G5; its README lists them):
+
+* the merge in one pass (running max per slice, 4 dims per lane, 128 dims per threadgroup)
+  instead of two (every split's max, a barrier, then the sums): interleaved A/B in one process
+  (``callG1/merge_probe.txt``), the merge alone 30.3 -> 23.9 us per call in eval8, the whole call
+  at 32/8/L8/D128/N32k 105.5 -> 102.4 us eval8 and 63.6 -> 59.3 us pipelined (D256 162.7 -> 155.3,
+  130.0 -> 125.0); outputs within 1.6e-3 of max |out| of the two-pass merge (float32 rounding of
+  the extra rescales; one query row bit-identical). The same form for paged attention's merge
+  measured no gain (``callG3``) and was not kept.
+* key splits (``callG2/splits_sweep.txt``): with this merge, 16-64 splits at 32/8/L8/D128 are
+  within 2% in both protocols; D256 and NQ = 64 ran 6-14% faster at 8-16 splits. Not taken: perf's
+  protocols evaluate 8 independent calls together, which fill the GPU for each other, while a decode
+  step's layers run one attention call at a time, which must fill the GPU alone (the default's
+  ``TARGET_THREADGROUPS``); a default tuned on these protocols would starve a real step.
 
 Session 6 (``perf/runs/2026-11-30-h200-session6``, calls E1-E5; its README lists
 them). ncu with stall sampling per SASS line (``callE1/prof``, 32/8/L8/D128): the
