@@ -137,6 +137,74 @@ def test_two_stages_match_one_stage(arm, gate, geometry):
     gate.bit_exact(outs[1], outs[0], what="two-stage partial against one stage", kernel=KERNEL, case=case.id)
 
 
+# The split merge alone against the float64 oracle ``reference.attention.split_merge_ref``, on partials built to
+# stress the one-pass merge's running max: (splits, KVH, NQ, D, pattern). "rising": every split raises its slice's
+# max (a rescale at every step); "falling": none does; "masked": -inf partials, a whole slice of them (splits 3, 11,
+# ...) and scattered ones; "random". 129 splits: not a multiple of the 8 slices; D 8: 30 of a threadgroup's 32 lanes
+# past D.
+MERGE_CASES = [
+    (1, 2, 4, 64, "random"),
+    (37, 2, 10, 80, "rising"),
+    (64, 8, 32, 128, "falling"),
+    (129, 1, 8, 256, "masked"),
+    (16, 4, 64, 8, "random"),
+]
+EXP_ULPS = 4  # exp's error bound: Metal's precise exp (4 ulp; CUDA's expf is 2)
+
+
+def merge_case_id(c) -> str:
+    splits, kvh, nq, d, pattern = c
+    return f"splits{splits}-KVH{kvh}-NQ{nq}-D{d}-{pattern}"
+
+
+def merge_float32_ulps(splits: int) -> int:
+    """Float32 ulps the one-pass merge may be from the exact merge, first order, for positive O and l (no
+    cancellation) and maxima whose differences are exact in float32 (so exp's argument is): a slice of
+    k = ceil(splits / 8) partials takes k steps ``num * c + w * o``, each adding at most 2 * EXP_ULPS + 2 unit
+    roundoffs of relative error (c or w from an exp, one product, one sum); the 8 slices' combine adds as much per
+    slice; numerator and denominator each carry that, the division one more; a relative error of r unit roundoffs is
+    at most r ulps, and the float64 reference rounds to float32 within one more."""
+    k = -(-splits // 8)
+    return 2 * (k + 8) * (2 * EXP_ULPS + 2) + 1 + 1
+
+
+@pytest.mark.arms("metal", "cuda")
+@pytest.mark.parametrize("case", MERGE_CASES, ids=merge_case_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_merge_matches_float64_oracle(arm, gate, dtype, case):
+    import impl.multi_query as mq
+    from reference.attention import split_merge_ref
+
+    splits, kvh, nq, d, pattern = case
+    rng = np.random.default_rng(splits * 7 + d)
+    L = next(rows for rows in (8, 5, 4, 2, 1) if nq % rows == 0)
+    # Maxima on a grid of 1/4 below 64 in magnitude: every difference the kernel takes is exact in float32.
+    step = np.arange(splits, dtype=np.float64)[:, None, None] / 4.0
+    m = {"rising": step - 24.0, "falling": 24.0 - step,
+         "masked": rng.integers(-80, 80, (splits, kvh, nq)) / 4.0,
+         "random": rng.integers(-80, 80, (splits, kvh, nq)) / 4.0}[pattern]
+    m = np.broadcast_to(m, (splits, kvh, nq)).copy()
+    if pattern == "masked":
+        hidden = (np.arange(splits) % 8 == 3)[:, None, None] | (rng.random((splits, kvh, nq)) < 0.3)
+        hidden[0] = False  # every row keeps a visible split
+        m[hidden] = -np.inf
+    live = m > -np.inf
+    l = np.where(live, np.exp(rng.uniform(0.0, 4.0, m.shape)), 0.0)  # a sum of exps whose largest term is 1
+    o = np.where(live[..., None], l[..., None] * rng.uniform(0.5, 1.5, (splits, kvh, nq, d)), 0.0)  # O / l in [0.5, 1.5]
+    o32, m32, l32 = (x.astype(np.float32) for x in (o, m, l))
+    rep = nq // L
+    (out,) = mq.merge_launch(mx.array(o32), mx.array(m32), mx.array(l32), getattr(mx, dtype), kvh * rep, L).run(arm)
+    ref = split_merge_ref(o32, m32, l32).reshape(1, kvh * rep, L, d)  # row = r * L + i is head hk * REP + r, query i
+    if dtype == "float32":
+        ulps, why = merge_float32_ulps(splits), (f"first-order float32 bound of the one-pass merge over {splits} "
+                                                 f"splits (merge_float32_ulps: exp {EXP_ULPS} ulp, products, sums)")
+    else:
+        ulps, why = 1, (f"the float32 merge is within {merge_float32_ulps(splits)} float32 ulps (merge_float32_ulps), "
+                        f"far below half a {dtype} ulp: rounding to {dtype} lands on the exact value's rounding or, "
+                        "at a rounding midpoint, its neighbour")
+    gate.max_ulp(out, ref, ulps=ulps, why=why, kernel=KERNEL, case=merge_case_id(case))
+
+
 def test_launch_geometry_stages_every_row():
     """For every head dim (multiples of 8 up to 256) and query-vector count (1..64), both schedules where they
     exist: every 4-dim quad of a row has a stager, the stagers' passes cover a block's BK rows, the buffers fit the

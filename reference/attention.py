@@ -89,6 +89,7 @@ __all__ = [
     "attention_ref_torch",
     "key_visibility",
     "paged_attention_ref",
+    "split_merge_ref",
 ]
 
 FULLY_MASKED_POLICIES = ("zeros", "mlx_mean")
@@ -490,3 +491,32 @@ def attention_ref_torch(q, k, v, *, scale: float, mask=None, window: int | None 
         weights = keys / keys.sum(dim=-1, keepdim=True)  # 0/0 -> NaN: no bool-hidden key
         fallback = torch.matmul(weights, tv.repeat_interleave(hq // hkv, dim=1))
     return torch.where(empty, fallback, out).numpy()
+
+
+def split_merge_ref(opart, mpart, lpart) -> np.ndarray:
+    """The merge of flash-decoding partials over their first (split) axis, in float64.
+
+    ``opart`` [S, ..., D]: each split's unnormalized output (sum of exp(s - m_s) v over its keys);
+    ``mpart`` / ``lpart`` [S, ...]: its running max m_s and sum l_s of exp(s - m_s). The merge is
+    ``sum_s exp(m_s - M) o_s / sum_s exp(m_s - M) l_s`` with ``M = max_s m_s``, over the splits with
+    ``m_s > -inf`` (a split that saw no key weighs 0, whatever its O and l hold). Every row (a position
+    of ``...``) needs one such split: a row with none has no defined output and is refused.
+    """
+    o = _float_array(opart, "opart").astype(np.float64)
+    m = _float_array(mpart, "mpart").astype(np.float64)
+    l = _float_array(lpart, "lpart").astype(np.float64)
+    if o.ndim < 2 or m.shape != o.shape[:-1] or l.shape != m.shape:
+        raise ValueError(f"opart must be [S, ..., D] with mpart and lpart [S, ...]: got opart {list(o.shape)}, "
+                         f"mpart {list(m.shape)}, lpart {list(l.shape)}")
+    if np.isnan(m).any() or (m == np.inf).any():
+        raise ValueError("mpart must hold finite maxima or -inf (a split that saw no key)")
+    live = m > -np.inf
+    if not live.any(axis=0).all():
+        raise ValueError("mpart: every row needs a split with a finite max (a row with none has no output)")
+    if not (np.isfinite(o[live]).all() and np.isfinite(l[live]).all()):
+        raise ValueError("opart and lpart must be finite where mpart is finite")
+    top = np.where(live, m, -np.inf).max(axis=0)
+    weight = np.where(live, np.exp(np.where(live, m, 0.0) - top), 0.0)
+    num = (weight[..., None] * np.where(live[..., None], o, 0.0)).sum(axis=0)
+    den = (weight * np.where(live, l, 0.0)).sum(axis=0)
+    return num / den[..., None]

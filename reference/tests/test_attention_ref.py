@@ -33,6 +33,7 @@ from reference.attention import (
     attention_ref_torch,
     key_visibility,
     paged_attention_ref,
+    split_merge_ref,
 )
 from reference.masks import causal_mask
 
@@ -487,3 +488,47 @@ def test_paged_rejects_bad_tables():
         paged_attention_ref(np.concatenate([q, q]), pool, pool, [0, 1], 6, scale=1.0)
     with pytest.raises(ValueError, match="value_pool has"):
         paged_attention_ref(q, pool, pool[:, :, :2], [0, 1], 6, scale=1.0)
+
+
+# --- split_merge_ref ----------------------------------------------------------
+
+
+def test_split_merge_ref_equals_attention_over_the_whole_range():
+    """Splitting the keys, attending each part with its own max and merging gives the oracle's attention over all
+    keys (the identity the kernels' partial + merge rely on), for splits of any size, an empty one included."""
+    rng = np.random.default_rng(7)
+    q, k, v = rng.normal(size=(1, 2, 3, 16)), rng.normal(size=(1, 2, 50, 16)), rng.normal(size=(1, 2, 50, 16))
+    scale = 0.25
+    edges = [0, 7, 7, 30, 50]  # the second split is empty: max -inf, sum 0, O 0
+    o, m, l = [], [], []
+    for a, b in zip(edges, edges[1:]):
+        s = scale * np.einsum("bhld,bhnd->bhln", q, k[:, :, a:b])
+        top = s.max(axis=-1) if b > a else np.full(s.shape[:-1], -np.inf)
+        p = np.exp(s - top[..., None]) if b > a else s
+        o.append(np.einsum("bhln,bhnd->bhld", p, v[:, :, a:b]))
+        m.append(top)
+        l.append(p.sum(axis=-1))
+    merged = split_merge_ref(np.stack(o), np.stack(m), np.stack(l))
+    np.testing.assert_allclose(merged, attention_ref(q, k, v, scale=scale), rtol=1e-12, atol=1e-12)
+
+
+def test_split_merge_ref_ignores_what_a_no_key_split_holds():
+    """A -inf split weighs 0 even if its O and l hold garbage (a kernel's buffers may), and a lone finite split is
+    its own O / l."""
+    o = np.array([[[2.0, 4.0]], [[np.nan, 1e30]]])
+    m = np.array([[1.5], [-np.inf]])
+    l = np.array([[2.0], [np.nan]])
+    np.testing.assert_array_equal(split_merge_ref(o, m, l), [[1.0, 2.0]])
+
+
+@pytest.mark.parametrize("args, match", [
+    ((np.zeros((2,)), np.zeros((2,)), np.zeros((2,))), "opart must be"),
+    ((np.zeros((2, 3, 4)), np.zeros((2, 3)), np.zeros((3, 2))), "opart must be"),
+    ((np.zeros((2, 1, 4)), np.array([[0.0], [np.nan]]), np.ones((2, 1))), "mpart must hold"),
+    ((np.zeros((2, 1, 4)), np.full((2, 1), -np.inf), np.ones((2, 1))), "mpart: every row"),
+    ((np.full((1, 1, 4), np.inf), np.zeros((1, 1)), np.ones((1, 1))), "opart and lpart must be finite"),
+    ((np.zeros((1, 1, 4), dtype=np.int32), np.zeros((1, 1)), np.ones((1, 1))), "opart must be float"),
+])
+def test_split_merge_ref_refuses_bad_input(args, match):
+    with pytest.raises(ValueError, match=match):
+        split_merge_ref(*args)
