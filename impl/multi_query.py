@@ -25,7 +25,7 @@ Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
   seed does; the kernel multiplies as it loads q (a one-element ``scale`` input
   in T), the graph arm with an MLX multiply.
 * ``splits``: key splits (threadgroups per KV head), default
-  ``default_splits(N, KVH)`` = clamp(min(ceil(N / 256), ceil(512 / KVH)), 1, 128)
+  ``default_splits(N, KVH)`` = clamp(min(ceil(N / 256), ceil(256 / KVH)), 1, 128)
   (the seed's ceil(N / 256) until the grid holds ``TARGET_THREADGROUPS``); an
   int in [1, 128] overrides it (split s covers keys [s * per, min(N, (s + 1) *
   per)), per = ceil(N / splits); a split may be empty, or hide all its keys
@@ -179,11 +179,12 @@ Session 8 (``perf/runs/2026-11-30-h200-session8``, calls G1-G5; its README lists
   130.0 -> 125.0); outputs within 1.6e-3 of max |out| of the two-pass merge (float32 rounding of
   the extra rescales; one query row bit-identical). The same form for paged attention's merge
   measured no gain (``callG3``) and was not kept.
-* key splits (``callG2/splits_sweep.txt``): with this merge, 16-64 splits at 32/8/L8/D128 are
-  within 2% in both protocols; D256 and NQ = 64 ran 6-14% faster at 8-16 splits. Not taken: perf's
-  protocols evaluate 8 independent calls together, which fill the GPU for each other, while a decode
-  step's layers run one attention call at a time, which must fill the GPU alone (the default's
-  ``TARGET_THREADGROUPS``); a default tuned on these protocols would starve a real step.
+* key splits, with 8 calls per round (``callG2/splits_sweep.txt``) and with one
+  (``callG8/splits_single.txt``, a decode step's calls back to back, each filling the GPU alone):
+  with 8 calls, 16-64 splits at 32/8/L8/D128 are within 2% and D256 / NQ = 64 ran 6-14% faster at
+  8-16 splits; alone, 8-16 splits lose 1.3-2.5x (perf's protocols let 8 independent calls fill the
+  GPU for each other, so they must not tune a split default alone), while 32 splits beat 64 by 7-10%
+  at every KV-head-8 shape and were never slower with 8 calls: ``TARGET_THREADGROUPS`` 512 -> 256.
 
 Session 6 (``perf/runs/2026-11-30-h200-session6``, calls E1-E5; its README lists
 them). ncu with stall sampling per SASS line (``callE1/prof``, 32/8/L8/D128): the
@@ -260,10 +261,13 @@ SPLIT_KEYS = 256  # the fewest keys a default split gets (the seed's keys per sp
 MAX_SPLITS = 128
 MERGE_SLICES = 8  # SIMD groups of a merge threadgroup, each merging every 8th split (template MERGE_SLICES)
 MERGE_DIMS = 128  # output dims per merge threadgroup: 32 lanes x 4
-# Default splits aim at this many threadgroups (splits x KV heads): about 4 resident per SM on the H200's 132
-# SMs at the 128-thread, <= 128-register instances (module docstring), so one wave; fewer splits also means
-# fewer partials to write and merge (NQ * D float32 per split and KV head).
-TARGET_THREADGROUPS = 512
+# Default splits aim at this many threadgroups (splits x KV heads). Measured on the H200 (session 8, calls G2 and
+# G8, every count interleaved in one process): at 8 KV heads, 32 splits (256 threadgroups, about two thirds of one
+# wave at 3 resident per SM) beat the 64 that 512 gave by 7-10% when each call must fill the GPU alone (one call per
+# round: 90 against 99 us at 32/8/L8/D128/N32k, 140 against 149 at D256, 104 against 115 at 64/8), and were never
+# slower with 8 calls per round; 8-16 splits lost 1.3-2.5x alone. A split of more keys pays its q load and its
+# partial (NQ * D float32, merged) over twice the keys.
+TARGET_THREADGROUPS = 256
 MIN_SIMDGROUPS = 4  # a threadgroup stages K/V with at least 4 SIMD groups (tiles below 4 leave some only staging)
 # 8-row query tiles per SIMD group: 2 where a SIMD group holds more than one tile's rows and D <= PAIR_MAX_HEAD_DIM.
 # A K or V fragment loaded from threadgroup memory then serves 16 rows, and on CUDA the two tiles' products are
@@ -694,7 +698,7 @@ def default_splits(n: int, kv_heads: int) -> int:
     """Key splits for ``n`` positions and ``kv_heads`` KV heads: enough threadgroups, each >= 256 keys.
 
     clamp(min(ceil(n / SPLIT_KEYS), ceil(TARGET_THREADGROUPS / kv_heads)), 1, MAX_SPLITS): the seed's
-    ceil(n / 256) up to the point where the grid reaches TARGET_THREADGROUPS (at 32/8/N32k: 64 splits of 512
+    ceil(n / 256) up to the point where the grid reaches TARGET_THREADGROUPS (at 32/8/N32k: 32 splits of 1024
     keys instead of the seed's 128 of 256).
     """
     return max(1, min(MAX_SPLITS, -(-n // SPLIT_KEYS), -(-TARGET_THREADGROUPS // kv_heads)))

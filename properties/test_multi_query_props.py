@@ -109,9 +109,9 @@ def test_query_vectors_per_kv_head_are_bounded(L, over):
 def test_default_splits_follow_the_seed_up_to_the_target_grid():
     """ceil(n / 256) (the seed's) until splits x KV heads reaches TARGET_THREADGROUPS, never past MAX_SPLITS."""
     assert [default_splits(n, 1) for n in (1, 256, 257, 512, 513, 32768, 32769, 10**6)] == [1, 1, 2, 2, 3, 128, 128, 128]
-    assert [default_splits(n, 8) for n in (4096, 16384, 16385, 32768, 10**6)] == [16, 64, 64, 64, 64]
+    assert [default_splits(n, 8) for n in (4096, 8192, 8193, 32768, 10**6)] == [16, 32, 32, 32, 32]
     assert default_splits(32768, 8) * 8 == TARGET_THREADGROUPS
-    assert [default_splits(10**6, kvh) for kvh in (2, 3, 64, 600)] == [128, 128, 8, 1]
+    assert [default_splits(10**6, kvh) for kvh in (1, 2, 3, 64, 600)] == [128, 128, 86, 4, 1]
 
 
 # --- bad input ---------------------------------------------------------------------
