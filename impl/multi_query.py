@@ -170,7 +170,7 @@ bandwidth-bound. Tried, each checked bit-identical to the kernel it varies:
 * the merge: a thread per output element over all splits ran at 8 warps per SM
   (ncu 18.7 us for 64 splits); sliced, 12.2 us.
 
-Session 8 (``perf/runs/2026-11-30-h200-session8``, calls G1-G5; its README lists them):
+Session 8 (``perf/runs/2026-11-30-h200-session8``, calls G1-G9; its README lists them):
 
 * the merge in one pass (running max per slice, 4 dims per lane, 128 dims per threadgroup)
   instead of two (every split's max, a barrier, then the sums): interleaved A/B in one process
