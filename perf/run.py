@@ -45,6 +45,11 @@
   only, torch references are skipped). A run is compared only with a baseline of
   the same protocol and calls per round (anything else is refused: the per-call
   times would not be comparable); documents record the protocol in ``settings``.
+* ``--batch 1``: one call per round. A round's calls are independent, so with 8 of them
+  their threadgroups fill the GPU for each other; a decode step's layers call a kernel
+  one after another, each call filling the GPU alone. Check a split or partition default
+  with one call per round as well: on the H200, 8-16 multi-query splits won with 8 calls
+  per round and lost 1.3-2.5x with one (``perf/runs/2026-11-30-h200-session8/callG8``).
 """
 
 from __future__ import annotations
