@@ -690,6 +690,9 @@ PARTIAL = KernelSpec("multi_query_partial", ("q", "k", "v", "scale"), ("opart", 
                      _assembled(),
                      header=HEADER, ensure_row_contiguous=False)
 MERGE = KernelSpec("multi_query_merge", ("opart", "mpart", "lpart"), ("out",), MERGE_SOURCE, header=MERGE_HEADER)
+# The merge body spells MERGE_DIMS as 32 lanes x 4 dims (one float4 load each) in its buffers and indices; merge_launch's
+# grid uses the Python constant: the two must not drift apart.
+assert f"nums[MERGE_SLICES][{MERGE_DIMS}]" in MERGE_SOURCE and MERGE_DIMS == 32 * 4
 
 assert "0.0h" not in PARTIAL_SOURCE and "threadgroup half*" not in PARTIAL_SOURCE + HEADER
 
