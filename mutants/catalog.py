@@ -87,6 +87,7 @@ KVQ4 = "impl/kvq4_decode.py"
 MULTI = "impl/multi_query.py"
 MASKS = "impl/masks.py"
 RECENT = "impl/recent_calls.py"
+PERF_CASES = "perf/cases.py"
 POOL, PAGED_KV, ROWS, VIEW, DENSE = (f"impl/kv/{m}.py" for m in ("pool", "paged", "rows", "view", "dense"))
 
 PAGED_GATE = "parity/test_paged_attention.py::test_dense_pool[{arm}-%s]"
@@ -375,6 +376,15 @@ CATALOG: tuple[Mutant, ...] = (
         "recent_calls",
         (code(RECENT, "return x.shape, x.dtype", "return x.shape, None"),),
         ("impl/test_recent_calls.py::test_bad_arguments_raise_whatever_was_remembered",)),
+
+    # --- perf's benchmarks (host) -------------------------------------------------------
+    Mutant(
+        "perf_rounds_share_one_input_set",
+        "a case's launch takes the first input set only: a round's calls read the same K/V and share the GPU's "
+        "cache (perf.cases), which made an H200 paged partition look 1.4x faster than it is",
+        "perf.cases",
+        (code(PERF_CASES, "turn = itertools.cycle(launches)", "turn = itertools.cycle(launches[:1])"),),
+        ("perf/tests/test_harness.py::test_a_rounds_calls_take_the_input_sets_in_turn",)),
 
     # --- masks --------------------------------------------------------------------
     Mutant(

@@ -16,7 +16,8 @@ the CPU device, else ``metal`` / ``cuda``). The file is
 
     {"schema": 1, "device_key": ..., "device": {device_info}, "environment": {mlx, platform, git, date},
      "copy_bandwidth": {gbps, nbytes, median_s, samples_s, method},
-     "settings": {suite, rounds, warmup, batch, protocol (absent: "eval"), gate_floor_s (optional)},
+     "settings": {suite, rounds, warmup, batch, protocol (absent: "eval"), inputs (absent: "shared"),
+                  gate_floor_s (optional)},
      "benchmarks": {case id: {benchmark, kernel, arm, shape, dtype, bytes, flops, median_s, iqr_s, samples_s,
                               process_samples_s (pooled only)}},
      "processes": [{source, environment, copy_bandwidth}, ...] (pooled only)}
@@ -38,7 +39,7 @@ top-level ``copy_bandwidth`` is that of the median process by GB/s, the
 ``environment`` the first one's; torch ``references`` and ``skipped`` stay in
 the run documents (nothing gates them). The sources must agree, else nothing is
 stored and the error names the disagreement: the same device key, settings
-(suite, rounds, warm-up, batch, protocol, floor), MLX version and git commit (where both
+(suite, rounds, warm-up, batch, protocol, inputs, floor), MLX version and git commit (where both
 recorded one), the same cases with the same description (benchmark, kernel,
 arm, shape, dtype, bytes, flops), and no process twice (identical samples).
 An entry without ``process_samples_s`` (a single run, like the H200 baseline
@@ -174,7 +175,7 @@ def load_baseline(key: str, directory: Path | None = None) -> dict | None:
 
 
 _DESCRIPTION = ("benchmark", "kernel", "arm", "shape", "dtype", "bytes", "flops")
-_SETTINGS = ("suite", "rounds", "warmup", "batch", "protocol", "gate_floor_s")
+_SETTINGS = ("suite", "rounds", "warmup", "batch", "protocol", "inputs", "gate_floor_s")
 
 
 def _first_difference(values: dict[str, object]) -> tuple[str, object, str, object] | None:

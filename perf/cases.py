@@ -5,6 +5,19 @@ allocated and evaluated once, on first use, untimed (``Group.release`` frees
 them). Data: standard normal q, K, V (x 0.5) drawn with ``mx.random`` on the
 default device, bfloat16; values do not change the work these kernels do.
 
+Input sets (``copies``): a group holds up to ``copies`` input sets, drawn with
+seeds ``seed``, ``seed + 1``, ... (every set its own K/V, pool and block table),
+and a case's launch takes them in turn, so the calls of one timed round read
+different data, as a decode step's layers read different caches. With one
+set, a round's calls read the same K/V: they run concurrently (MLX puts a
+round's kernels in one CUDA graph) and share it in the GPU's cache: on the
+H200 a stand-in that only streams 134 MB of K/V reached 7.9 TB/s per call
+that way, above the 4.8 TB/s of HBM, and a paged partition that let 8 calls
+run side by side looked 1.4x faster than it is
+(``perf/runs/2026-11-30-h200-session9``, calls H3 and H4). The sets are
+built one by one and stop where they would pass ``input_budget_bytes()`` (a
+quarter of the device's memory): at least one set, whatever its size.
+
 Families (``benchmark`` names; kernel[arm] of each case):
 
 * ``paged_decode`` (one decode row over a paged bf16 pool, block 16, shuffled
@@ -39,6 +52,7 @@ subtract, exp, add; the normalized score: subtract).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,33 +70,74 @@ from perf.harness import Case
 from perf.shapes import BLOCK_SIZE, DTYPE, QUANT_GROUP, ArgmaxShape, DecodeShape
 from properties.strategies import ArrayPagedStorage
 
-__all__ = ["Group", "argmax_group", "kvq4_group", "multi_query_group", "paged_group"]
+__all__ = ["Group", "argmax_group", "input_budget_bytes", "kvq4_group", "multi_query_group", "paged_group"]
 
 ITEMSIZE = 2  # bfloat16
 BF16 = mx.bfloat16
 
 
-class _Lazy:
-    """A value built on first call and kept until ``release``."""
+def input_budget_bytes() -> int | None:
+    """The most bytes a group's input sets may take together: a quarter of the default device's memory
+    (``total_memory`` on CUDA, ``memory_size`` on Metal), None where MLX does not say (the CPU)."""
+    info = mx.device_info(mx.default_device())
+    memory = info.get("total_memory") or info.get("memory_size")
+    return int(memory) // 4 if memory else None
 
-    def __init__(self, make: Callable[[], object]):
-        self._make, self._value = make, None
 
-    def __call__(self):
-        if self._value is None:
-            self._value = self._make()
-        return self._value
+def _nbytes(value) -> int:
+    """Bytes of the MLX arrays held in ``value`` (dicts, sequences and objects' attributes, walked)."""
+    if isinstance(value, mx.array):
+        return value.nbytes
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    if hasattr(value, "__dict__"):
+        return sum(_nbytes(v) for v in vars(value).values())
+    return 0
+
+
+class _Inputs:
+    """Up to ``copies`` input sets, ``make(seed + i)``, built on first call and kept until ``release``
+    (module docstring: the sets stop at ``input_budget_bytes()``, at least one is built)."""
+
+    def __init__(self, make: Callable[[int], dict], seed: int, copies: int):
+        if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
+            raise ValueError(f"copies must be an int >= 1, got {copies!r}")
+        self._make, self._seed, self._copies, self._sets = make, seed, copies, None
+
+    def __call__(self) -> list[dict]:
+        if self._sets is None:
+            sets = [self._make(self._seed)]
+            budget, size = input_budget_bytes(), _nbytes(sets[0])
+            while len(sets) < self._copies and (budget is None or (len(sets) + 1) * size <= budget):
+                sets.append(self._make(self._seed + len(sets)))
+            self._sets = sets
+        return self._sets
 
     def release(self) -> None:
-        self._value = None
+        self._sets = None
+
+
+def _each_set(inputs: _Inputs, launch_of: Callable[[dict], Callable[[], object]]):
+    """A case's build: one launch per input set, taken in turn (a round's calls read different sets)."""
+
+    def build():
+        launches = [launch_of(x) for x in inputs()]
+        if len(launches) == 1:
+            return launches[0]
+        turn = itertools.cycle(launches)
+        return lambda: next(turn)()
+
+    return build
 
 
 @dataclass
 class Group:
-    """The cases of one benchmark family at one shape, sharing their inputs."""
+    """The cases of one benchmark family at one shape, sharing their input sets."""
 
     cases: list[Case]
-    inputs: _Lazy = field(repr=False)
+    inputs: _Inputs = field(repr=False)
 
     def release(self) -> None:
         self.inputs.release()
@@ -148,7 +203,7 @@ def _pool(k: mx.array, v: mx.array, s: DecodeShape, seed: int, bits: int | None)
 
 
 def paged_group(shape: DecodeShape, arms: Sequence[str], *, bits: int | None = None, dense: bool = True,
-                torch_backends: Sequence[str] = (), seed: int = 0) -> Group:
+                torch_backends: Sequence[str] = (), seed: int = 0, copies: int = 1) -> Group:
     """``paged_decode`` (bits None) or ``paged_decode_q{bits}`` cases at ``shape`` (module docstring)."""
     _check_shape(shape, DecodeShape)
     arms = _check_arms(arms)
@@ -158,7 +213,7 @@ def paged_group(shape: DecodeShape, arms: Sequence[str], *, bits: int | None = N
         raise ValueError(f"shape must be one decode row over a whole number of {BLOCK_SIZE}-token blocks, got {shape}")
     scale = 1.0 / math.sqrt(shape.head_dim)
 
-    def make():
+    def make(seed):
         mx.random.seed(seed)
         q, k, v = _dense_qkv(shape)
         storage, table = _pool(k, v, shape, seed, bits)
@@ -169,26 +224,20 @@ def paged_group(shape: DecodeShape, arms: Sequence[str], *, bits: int | None = N
         # untimed, as a step builds it once before its layers run.
         return {"q": q, "k": k, "v": v, "storage": storage, "table": BlockTable.of(table)}
 
-    inputs = _Lazy(make)
+    inputs = _Inputs(make, seed, copies)
     name = "paged_decode" if bits is None else f"paged_decode_q{bits}"
     row = shape.head_dim * ITEMSIZE if bits is None else _quantized_row_bytes(shape.head_dim, bits)
     nbytes, flops = _decode_bytes(shape, row, table=True), _decode_flops(shape)
     dims = tuple(shape)
 
     def direct(arm):
-        def build():
-            x = inputs()
-            return (lambda: paged_attention(x["q"], x["storage"], x["table"], shape.length, scale=scale,
-                                                      arm=arm))
-        return build
+        return _each_set(inputs, lambda x: lambda: paged_attention(x["q"], x["storage"], x["table"], shape.length,
+                                                                   scale=scale, arm=arm))
 
-    def gather():
-        x = inputs()
-        return (lambda: paged_attention_gather(x["q"], x["storage"], x["table"], shape.length, scale=scale))
-
-    def sdpa():
-        x = inputs()
-        return (lambda: mx.fast.scaled_dot_product_attention(x["q"], x["k"], x["v"], scale=scale))
+    gather = _each_set(inputs, lambda x: lambda: paged_attention_gather(x["q"], x["storage"], x["table"],
+                                                                        shape.length, scale=scale))
+    sdpa = _each_set(inputs, lambda x: lambda: mx.fast.scaled_dot_product_attention(x["q"], x["k"], x["v"],
+                                                                                    scale=scale))
 
     cases = [Case(name, "paged_attention", arm, dims, DTYPE, nbytes, flops, direct(arm)) for arm in arms]
     control = "gather_sdpa" if bits is None else "gather_dequantize_sdpa"
@@ -199,13 +248,14 @@ def paged_group(shape: DecodeShape, arms: Sequence[str], *, bits: int | None = N
     if bits is None:
         for backend in torch_backends:
             cases.append(Case(name, f"sdpa_{backend}", "torch", dims, DTYPE, nbytes, flops,
-                              _torch_sdpa(shape, backend, seed), note="torch, contiguous K/V, enable_gqa",
+                              _torch_sdpa(shape, backend, seed, inputs), note="torch, contiguous K/V, enable_gqa",
                               runtime="torch"))
     return Group(cases, inputs)
 
 
-def _torch_sdpa(shape: DecodeShape, backend: str, seed: int):
-    """A build for torch's SDPA on CUDA, bf16, contiguous K/V (``backend``: default, flash, cudnn, efficient)."""
+def _torch_sdpa(shape: DecodeShape, backend: str, seed: int, inputs: _Inputs):
+    """A build for torch's SDPA on CUDA, bf16, contiguous K/V (``backend``: default, flash, cudnn, efficient),
+    with as many input sets as the group's MLX cases (``inputs``), taken in turn."""
 
     def build():
         import torch
@@ -218,9 +268,10 @@ def _torch_sdpa(shape: DecodeShape, backend: str, seed: int):
         def normal(*dims):
             return (0.5 * torch.randn(*dims, device="cuda", generator=generator)).to(torch.bfloat16)
 
-        q = normal(1, shape.hq, shape.rows, shape.head_dim)
-        k = normal(1, shape.hkv, shape.length, shape.head_dim)
-        v = normal(1, shape.hkv, shape.length, shape.head_dim)
+        sets = [tuple(normal(1, h, rows, shape.head_dim) for h, rows in
+                      ((shape.hq, shape.rows), (shape.hkv, shape.length), (shape.hkv, shape.length)))
+                for _ in inputs()]
+        turn = itertools.cycle(sets)
         scale = 1.0 / math.sqrt(shape.head_dim)
         gqa = shape.hq != shape.hkv
         if backend == "default":
@@ -233,6 +284,7 @@ def _torch_sdpa(shape: DecodeShape, backend: str, seed: int):
             context = chosen
 
         def call():  # asynchronous: perf.harness synchronizes
+            q, k, v = next(turn)
             if context is None:
                 return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=gqa)
             with sdpa_kernel(context):
@@ -245,7 +297,7 @@ def _torch_sdpa(shape: DecodeShape, backend: str, seed: int):
     return build
 
 
-def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Group:
+def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0, copies: int = 1) -> Group:
     """``kvq4_decode`` cases and the bf16 ``dense_decode`` SDPA at ``shape`` (D 256, one row)."""
     _check_shape(shape, DecodeShape)
     arms = _check_arms(arms)
@@ -253,7 +305,7 @@ def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Gro
         raise ValueError(f"shape must be one decode row with head_dim 256 (the kernel's contract), got {shape}")
     scale = 1.0 / math.sqrt(shape.head_dim)
 
-    def make():
+    def make(seed):
         mx.random.seed(seed)
         q, k, v = _dense_qkv(shape)
         keys = QuantizedKV(*mx.quantize(k, group_size=64, bits=4))
@@ -261,20 +313,16 @@ def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Gro
         mx.eval(q, k, v, *keys[:3], *values[:3])
         return {"q": q, "k": k, "v": v, "keys": keys, "values": values}
 
-    inputs = _Lazy(make)
+    inputs = _Inputs(make, seed, copies)
     dims = tuple(shape)
     nbytes = _decode_bytes(shape, _quantized_row_bytes(256, 4), table=False)
     flops = _decode_flops(shape)
 
     def kernel(arm, body=None):
-        def build():
-            x = inputs()
-            return (lambda: kvq4_decode(x["q"], x["keys"], x["values"], scale=scale, body=body, arm=arm))
-        return build
+        return _each_set(inputs, lambda x: lambda: kvq4_decode(x["q"], x["keys"], x["values"], scale=scale,
+                                                               body=body, arm=arm))
 
-    def dequantize_sdpa():
-        x = inputs()
-
+    def dequantize_then_sdpa(x):
         def call():
             k = mx.dequantize(*x["keys"][:3], group_size=64, bits=4)
             v = mx.dequantize(*x["values"][:3], group_size=64, bits=4)
@@ -282,9 +330,9 @@ def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Gro
 
         return call
 
-    def sdpa():
-        x = inputs()
-        return (lambda: mx.fast.scaled_dot_product_attention(x["q"], x["k"], x["v"], scale=scale))
+    dequantize_sdpa = _each_set(inputs, dequantize_then_sdpa)
+    sdpa = _each_set(inputs, lambda x: lambda: mx.fast.scaled_dot_product_attention(x["q"], x["k"], x["v"],
+                                                                                    scale=scale))
 
     cases = [Case("kvq4_decode", "kvq4_decode", arm, dims, DTYPE, nbytes, flops, kernel(arm)) for arm in arms]
     cases += [Case("kvq4_decode", "kvq4_decode_seed", arm, dims, DTYPE, nbytes, flops, kernel(arm, "seed"),
@@ -295,7 +343,7 @@ def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Gro
     return Group(cases, inputs)
 
 
-def multi_query_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0) -> Group:
+def multi_query_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0, copies: int = 1) -> Group:
     """``multi_query`` cases at ``shape`` (L = shape.rows query rows, the last L positions, causal)."""
     _check_shape(shape, DecodeShape)
     arms = _check_arms(arms)
@@ -304,36 +352,31 @@ def multi_query_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0)
     scale = 1.0 / math.sqrt(shape.head_dim)
     L, n = shape.rows, shape.length
 
-    def make():
+    def make(seed):
         mx.random.seed(seed)
         q, k, v = _dense_qkv(shape)
         mx.eval(q, k, v)
         return {"q": q, "k": k, "v": v}
 
-    inputs = _Lazy(make)
+    inputs = _Inputs(make, seed, copies)
     dims = tuple(shape)
     nbytes, flops = _decode_bytes(shape, shape.head_dim * ITEMSIZE, table=False), _decode_flops(shape)
 
     def kernel(arm):
-        def build():
-            x = inputs()
-            return (lambda: multi_query_causal(x["q"], x["k"], x["v"], scale=scale, arm=arm))
-        return build
+        return _each_set(inputs, lambda x: lambda: multi_query_causal(x["q"], x["k"], x["v"], scale=scale, arm=arm))
 
-    def sdpa_causal():
-        x = inputs()
-        return (lambda: mx.fast.scaled_dot_product_attention(x["q"], x["k"], x["v"], scale=scale,
-                                                                       mask="causal"))
+    sdpa_causal = _each_set(inputs, lambda x: lambda: mx.fast.scaled_dot_product_attention(
+        x["q"], x["k"], x["v"], scale=scale, mask="causal"))
 
-    def sdpa_rows():
-        x = inputs()
-
+    def rows_one_by_one(x):
         def call():
             return [mx.fast.scaled_dot_product_attention(x["q"][:, :, i:i + 1], x["k"][:, :, :n - L + i + 1],
                                                          x["v"][:, :, :n - L + i + 1], scale=scale)
                     for i in range(L)]
 
         return call
+
+    sdpa_rows = _each_set(inputs, rows_one_by_one)
 
     cases = [Case("multi_query", "multi_query_causal", arm, dims, DTYPE, nbytes, flops, kernel(arm)) for arm in arms]
     cases.append(Case("multi_query", "sdpa_causal", "mlx", dims, DTYPE, nbytes, flops, sdpa_causal))
@@ -342,31 +385,26 @@ def multi_query_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0)
     return Group(cases, inputs)
 
 
-def argmax_group(shape: ArgmaxShape, arms: Sequence[str], *, seed: int = 0) -> Group:
+def argmax_group(shape: ArgmaxShape, arms: Sequence[str], *, seed: int = 0, copies: int = 1) -> Group:
     """``normalized_argmax`` cases at ``shape`` ([batch, vocab] bf16 logits)."""
     _check_shape(shape, ArgmaxShape)
     arms = _check_arms(arms)
 
-    def make():
+    def make(seed):
         mx.random.seed(seed)
         logits = (4.0 * mx.random.normal((shape.batch, shape.vocab))).astype(BF16)
         mx.eval(logits)
         return {"logits": logits}
 
-    inputs = _Lazy(make)
+    inputs = _Inputs(make, seed, copies)
     dims = tuple(shape)
     nbytes = shape.batch * shape.vocab * ITEMSIZE + 4 * shape.batch
     flops = 5 * shape.batch * shape.vocab
 
     def kernel(arm):
-        def build():
-            x = inputs()
-            return (lambda: normalized_argmax(x["logits"], arm=arm))
-        return build
+        return _each_set(inputs, lambda x: lambda: normalized_argmax(x["logits"], arm=arm))
 
-    def native():
-        x = inputs()
-        return (lambda: normalized_argmax_native(x["logits"]))
+    native = _each_set(inputs, lambda x: lambda: normalized_argmax_native(x["logits"]))
 
     cases = [Case("normalized_argmax", "normalized_argmax", arm, dims, DTYPE, nbytes, flops, kernel(arm))
              for arm in arms]

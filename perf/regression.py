@@ -255,7 +255,7 @@ def calibration_processes(baseline: dict, calibration: dict) -> dict[str, list[l
         raise ValueError(f"calibration is of device {calibration.get('device_key')!r}, the baseline of "
                          f"{baseline.get('device_key')!r}")
     settings = baseline.get("settings") or {}
-    for name in ("suite", "rounds", "warmup", "batch"):
+    for name in ("suite", "rounds", "warmup", "batch", "inputs"):
         if name in settings and calibration.get(name) != settings[name]:
             raise ValueError(f"calibration {name} is {calibration.get(name)!r}, the baseline's {settings[name]!r}")
     out = {}

@@ -1,7 +1,7 @@
 """Run a benchmark suite serially, compare it with this device's baseline, write perf records.
 
     python -m perf.run [--suite auto|cpu|gpu|h200] [--rounds R] [--device cpu|gpu] [--protocol eval|pipelined]
-                       [--results PATH [--fresh]] [--save RUN.json] [--calibration CAL.json] [--torch]
+                       [--inputs distinct|shared] [--results PATH [--fresh]] [--save RUN.json] [--calibration CAL.json] [--torch]
     python -m perf.run --gate --results reports/out/results.jsonl [--baseline FILE]
 
 * Suites (grids in ``perf/shapes.py``): ``cpu`` (few small shapes, the graph
@@ -50,6 +50,13 @@
   one after another, each call filling the GPU alone. Check a split or partition default
   with one call per round as well: on the H200, 8-16 multi-query splits won with 8 calls
   per round and lost 1.3-2.5x with one (``perf/runs/2026-11-30-h200-session8/callG8``).
+* ``--inputs``: ``distinct`` (the default) gives each call of a round its own input set
+  (``perf.cases``: up to ``batch`` sets, within a quarter of the device's memory), as a
+  decode step's layers read different caches; ``shared`` runs every call on one set, as
+  runs before 2026-11-30 (session 9) did: a round's concurrent calls then share K/V in the
+  GPU's cache (``perf.cases`` has the H200 figures). With one call per round there is one
+  set either way, recorded as ``shared``. A baseline is compared only with runs of its own
+  setting (absent in a document: ``shared``).
 """
 
 from __future__ import annotations
@@ -75,7 +82,8 @@ from perf.harness import PROTOCOLS, Measurement, Pipelined, batched, perf_record
 from perf.regression import ALPHA, MIN_EFFECT, judge
 from reports.recorder import append_record, reset
 
-__all__ = ["SETTINGS", "SUITES", "RunResult", "environment_record", "resolve_suite", "run_suite", "suite_groups"]
+__all__ = ["INPUTS", "SETTINGS", "SUITES", "RunResult", "environment_record", "resolve_suite", "run_suite",
+           "suite_groups"]
 
 SUITES = ("auto", "cpu", "gpu", "h200")
 # (rounds, warmup rounds, calls per round) per suite. The CPU's few rounds keep `make test`-sized
@@ -85,6 +93,7 @@ SUITES = ("auto", "cpu", "gpu", "h200")
 # per-eval host overhead (launch, graph, allocation: 0.1-0.7 ms on the H200, varying) over them.
 SETTINGS = {"cpu": (7, 1, 1), "gpu": (20, 3, 8), "h200": (20, 3, 8)}
 SLOWDOWN = 0.20  # the calibration's deliberately slowed variant: +20% of a1's median
+INPUTS = ("distinct", "shared")  # a round's calls on their own input sets, or all on one (module docstring)
 TORCH_BACKENDS = ("default", "flash", "cudnn")
 
 
@@ -97,8 +106,9 @@ def resolve_suite(suite: str) -> str:
     return suite
 
 
-def suite_groups(suite: str, *, torch: bool = False) -> Iterator[Group]:
-    """The groups of ``suite`` for the arms available here (compiled arms on a GPU, graph on the CPU)."""
+def suite_groups(suite: str, *, torch: bool = False, copies: int = 1) -> Iterator[Group]:
+    """The groups of ``suite`` for the arms available here (compiled arms on a GPU, graph on the CPU), each with
+    up to ``copies`` input sets (``perf.cases``)."""
     suite = resolve_suite(suite)
     available = arm_registry.available_arms()
     compiled = [a for a in available if a != "graph"]
@@ -106,16 +116,16 @@ def suite_groups(suite: str, *, torch: bool = False) -> Iterator[Group]:
     prefix = suite.upper()
     torch_backends = TORCH_BACKENDS if torch else ()
     for shape in getattr(shapes, f"{prefix}_PAGED"):
-        yield paged_group(shape, arms, torch_backends=torch_backends)
+        yield paged_group(shape, arms, torch_backends=torch_backends, copies=copies)
     for shape in getattr(shapes, f"{prefix}_PAGED_QUANTIZED"):
         for bits in (4, 8):
-            yield paged_group(shape, arms, bits=bits)
+            yield paged_group(shape, arms, bits=bits, copies=copies)
     for shape in getattr(shapes, f"{prefix}_KVQ4"):
-        yield kvq4_group(shape, arms)
+        yield kvq4_group(shape, arms, copies=copies)
     for shape in getattr(shapes, f"{prefix}_MULTI_QUERY"):
-        yield multi_query_group(shape, arms)
+        yield multi_query_group(shape, arms, copies=copies)
     for shape in getattr(shapes, f"{prefix}_ARGMAX"):
-        yield argmax_group(shape, arms)
+        yield argmax_group(shape, arms, copies=copies)
 
 
 @dataclass
@@ -127,6 +137,7 @@ class RunResult:
     warmup: int
     batch: int
     protocol: str = "eval"
+    inputs: str = "distinct"
     measurements: list[Measurement] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # case id -> why it did not run
     calibration: dict[str, dict] = field(default_factory=dict)
@@ -141,7 +152,7 @@ class RunResult:
             "environment": _environment_fields(),
             "copy_bandwidth": self.copy.as_dict(),
             "settings": {"suite": self.suite, "rounds": self.rounds, "warmup": self.warmup, "batch": self.batch,
-                         "protocol": self.protocol},
+                         "protocol": self.protocol, "inputs": self.inputs},
             "benchmarks": {m.case.id: m.as_dict() for m in self.measurements if m.case.arm != "torch"},
             "references": {m.case.id: m.as_dict() for m in self.measurements if m.case.arm == "torch"},
             "skipped": dict(self.skipped),
@@ -175,27 +186,30 @@ def environment_record(device: str) -> dict:
             **run_context()}
 
 
-def check_comparable(stored: dict | None, batch: int, protocol: str) -> None:
-    """A baseline measured with other calls per round or another protocol cannot judge this run: ValueError."""
+def check_comparable(stored: dict | None, batch: int, protocol: str, inputs: str = "distinct") -> None:
+    """A baseline measured with other calls per round, another protocol or other input sets cannot judge this
+    run: ValueError. (Documents without ``inputs`` were measured with ``shared``; so is one call per round.)"""
     if not stored:
         return
+    inputs = "shared" if batch == 1 else inputs
     settings = stored.get("settings") or {}
-    theirs = (settings.get("batch", batch), settings.get("protocol", "eval"))
-    if theirs != (batch, protocol):
-        raise ValueError(f"the baseline was measured with batch={theirs[0]}, protocol={theirs[1]!r}; this run uses "
-                         f"batch={batch}, protocol={protocol!r}: per-call times are not comparable "
+    theirs = (settings.get("batch", batch), settings.get("protocol", "eval"), settings.get("inputs", "shared"))
+    if theirs != (batch, protocol, inputs):
+        raise ValueError(f"the baseline was measured with batch={theirs[0]}, protocol={theirs[1]!r}, "
+                         f"inputs={theirs[2]!r}; this run uses batch={batch}, protocol={protocol!r}, "
+                         f"inputs={inputs!r}: per-call times are not comparable "
                          "(pass --no-baseline, or a baseline of the same settings)")
 
 
 def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | None = None, batch: int | None = None,
-              protocol: str = "eval", device: str | None = None,
+              protocol: str = "eval", inputs: str = "distinct", device: str | None = None,
               torch: bool = False, only: set[str] | None = None, baseline: dict | None | bool = True,
               results: Path | None = None, save: Path | None = None, calibration: Path | None = None,
               alpha: float = ALPHA, min_effect: float = MIN_EFFECT, copy: CopyBandwidth | None = None,
               log=print) -> RunResult:
     """Run ``suite`` (module docstring); ``baseline=True`` loads this device's, False/None compares with none,
     a dict is used as the baseline. ``only``: run just these case ids. ``copy``: a copy bandwidth measured
-    earlier (default: measure it now)."""
+    earlier (default: measure it now). ``inputs``: ``INPUTS`` (module docstring)."""
     if device is not None:
         arm_registry.use_device(device)
     resolved = resolve_suite(suite)
@@ -205,17 +219,20 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
     batch = default_batch if batch is None else batch
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    if inputs not in INPUTS:
+        raise ValueError(f"inputs must be one of {INPUTS}, got {inputs!r}")
+    inputs = "distinct" if inputs == "distinct" and batch > 1 else "shared"  # one call per round: one set
     if protocol == "pipelined" and calibration is not None:
         raise ValueError("calibration samples are taken with protocol 'eval' (the gate's)")
     key = device_key()
     stored = load_baseline(key) if baseline is True else (baseline or None)
-    check_comparable(stored, batch, protocol)
+    check_comparable(stored, batch, protocol, inputs)
     copy = copy or copy_bandwidth()
     log(f"perf: device key {key}, suite {resolved}, {rounds} rounds of {batch} call(s) after {warmup} warm-up "
-        f"(protocol {protocol}); "
+        f"(protocol {protocol}, inputs {inputs}); "
         f"copy bandwidth {copy.gbps:.1f} GB/s ({copy.method}); "
         f"baseline: {'yes, %d cases' % len(stored['benchmarks']) if stored else 'none'}")
-    run = RunResult(resolved, key, copy, rounds, warmup, batch, protocol)
+    run = RunResult(resolved, key, copy, rounds, warmup, batch, protocol, inputs)
 
     def timed(launch, runtime, extra_s=0.0):
         if protocol == "eval":
@@ -228,7 +245,7 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
             call.finish()
         return [t / batch for t in rounds_s]
 
-    for group in suite_groups(resolved, torch=torch):
+    for group in suite_groups(resolved, torch=torch, copies=batch if inputs == "distinct" else 1):
         built = []
         for case in group.cases:
             if only is not None and case.id not in only:
@@ -260,7 +277,7 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
                 run.calibration[case.id] = {"a1": list(a1.samples_s), "a2": a2, "slowed": slow,
                                             "slowdown": SLOWDOWN, "slow_by_s": SLOWDOWN * a1.median_s}
             _write_json(calibration, {"device_key": key, "suite": resolved, "rounds": rounds, "warmup": warmup,
-                                      "batch": batch,
+                                      "batch": batch, "inputs": inputs,
                                       "method": f"a1, a2: the same call timed twice; slowed: call + busy wait of "
                                                 f"{SLOWDOWN} x median(a1)",
                                       "cases": run.calibration})
@@ -287,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=None, help="calls per timed round")
     parser.add_argument("--protocol", choices=PROTOCOLS, default=None,
                         help="how a round waits: eval (default, the gate's) or pipelined")
+    parser.add_argument("--inputs", choices=INPUTS, default=None,
+                        help="a round's calls on their own input sets (distinct, default) or all on one (shared)")
     parser.add_argument("--device", choices=arm_registry.DEVICES, default=None)
     parser.add_argument("--results", type=Path, default=None, help="append perf records to this results.jsonl")
     parser.add_argument("--fresh", action="store_true", help="start --results anew with an environment record")
@@ -303,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.device is not None:
         arm_registry.use_device(args.device)
     suite, rounds, warmup, batch, only = args.suite, args.rounds, args.warmup, args.batch, None
-    protocol = args.protocol
+    protocol, inputs = args.protocol, args.inputs
     stored = True  # run_suite: this device key's committed baseline
     if args.baseline is not None:
         try:
@@ -327,13 +346,14 @@ def main(argv: list[str] | None = None) -> int:
         warmup = warmup if warmup is not None else settings.get("warmup")
         batch = batch or settings.get("batch", 1)
         protocol = protocol or settings.get("protocol", "eval")
+        inputs = inputs or settings.get("inputs", "shared")
         only = set(stored["benchmarks"])
     if args.results is not None and args.fresh:
         reset(args.results)
         append_record(environment_record(arm_registry.current_device_name()), args.results)
     try:
         run = run_suite(suite, rounds=rounds, warmup=warmup, batch=batch, protocol=protocol or "eval",
-                        torch=args.torch, only=only,
+                        inputs=inputs or "distinct", torch=args.torch, only=only,
                         baseline=None if args.no_baseline else stored, results=args.results, save=args.save,
                         calibration=args.calibration, alpha=args.alpha, min_effect=args.min_effect)
     except (TypeError, ValueError) as exc:

@@ -20,7 +20,7 @@ from perf.bandwidth import copy_bandwidth
 from perf.baseline import device_key, load_baseline
 from perf.harness import perf_record
 from perf.regression import judge
-from perf.run import suite_groups
+from perf.run import SETTINGS, check_comparable, suite_groups
 from reports.recorder import append_record
 
 _GROUPS: dict[str, list] = {}  # suite -> groups (built once per process; inputs are lazy)
@@ -28,7 +28,8 @@ _GROUPS: dict[str, list] = {}  # suite -> groups (built once per process; inputs
 
 def _groups(suite: str):
     if suite not in _GROUPS:
-        _GROUPS[suite] = list(suite_groups(suite))
+        # a round's calls each on their own input set, as perf.run's default (--inputs distinct)
+        _GROUPS[suite] = list(suite_groups(suite, copies=SETTINGS[suite][2]))
     return _GROUPS[suite]
 
 
@@ -47,8 +48,15 @@ def copy_gbps() -> float:
 
 
 @pytest.fixture(scope="session")
-def stored_baseline():
-    return load_baseline(device_key())
+def stored_baseline(perf_settings):
+    """This device's baseline, or None when it was measured with other settings (then nothing is judged:
+    perf.run refuses such a baseline the same way)."""
+    stored = load_baseline(device_key())
+    try:
+        check_comparable(stored, perf_settings["batch"], "eval", "distinct")
+    except ValueError:
+        return None
+    return stored
 
 
 def test_bench(case_id, bench, perf_settings, serial, copy_gbps, stored_baseline):

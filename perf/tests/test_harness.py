@@ -9,6 +9,7 @@ import mlx.core as mx
 import pytest
 
 from perf import baseline as store
+from perf import cases as perf_cases
 from perf import run as perf_run
 from perf.bandwidth import CopyBandwidth, copy_bandwidth
 from perf.cases import argmax_group, kvq4_group, multi_query_group, paged_group
@@ -115,6 +116,63 @@ def test_decode_bytes_and_flops_are_the_compulsory_traffic():
     assert argmax.cases[0].bytes == 8 * 32000 * 2 + 8 * 4 and argmax.cases[0].flops == 5 * 8 * 32000
 
 
+def test_a_rounds_calls_take_the_input_sets_in_turn():
+    """copies=3: three input sets drawn with seeds 0, 1, 2; a case's launch takes them in turn, so the calls of
+    a round read different data (perf.cases: calls on one set share the GPU's cache)."""
+    group = argmax_group(ArgmaxShape(4, 1000), ["graph"], copies=3)
+    sets = group.inputs()
+    assert len(sets) == 3
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        assert not mx.array_equal(sets[a]["logits"], sets[b]["logits"]).item()
+    assert mx.array_equal(sets[0]["logits"], argmax_group(ArgmaxShape(4, 1000), ["graph"]).inputs()[0]["logits"]).item()
+    for case in group.cases:
+        launch = case.build()
+        outs = [launch() for _ in range(4)]
+        scores = [o[1] if isinstance(o, tuple) else o for o in outs]
+        assert not mx.array_equal(scores[0], scores[1]).item() and not mx.array_equal(scores[1], scores[2]).item()
+        assert mx.array_equal(scores[0], scores[3]).item(), "the fourth call is back on the first set"
+    group.release()
+    assert group.inputs() is not sets, "release drops the sets; the next use builds them again"
+
+
+def test_input_sets_stop_at_the_memory_budget(monkeypatch):
+    one = argmax_group(ArgmaxShape(4, 1000), ["graph"]).inputs()[0]["logits"].nbytes
+    monkeypatch.setattr(perf_cases, "input_budget_bytes", lambda: int(2.5 * one))
+    assert len(argmax_group(ArgmaxShape(4, 1000), ["graph"], copies=8).inputs()) == 2
+    monkeypatch.setattr(perf_cases, "input_budget_bytes", lambda: one // 2)
+    assert len(argmax_group(ArgmaxShape(4, 1000), ["graph"], copies=8).inputs()) == 1, "at least one set"
+    monkeypatch.setattr(perf_cases, "input_budget_bytes", lambda: None)  # unknown (a CPU): every set
+    assert len(argmax_group(ArgmaxShape(4, 1000), ["graph"], copies=8).inputs()) == 8
+    with pytest.raises(ValueError, match="copies"):
+        argmax_group(ArgmaxShape(4, 1000), ["graph"], copies=0)
+    with pytest.raises(ValueError, match="copies"):
+        paged_group(DecodeShape(8, 1, 1, 64, 64), ["graph"], copies=True)
+
+
+def test_paged_sets_are_whole_caches():
+    """Each set of a paged group is its own K/V, pool and block table (a different shuffle per seed)."""
+    a, b = paged_group(DecodeShape(8, 1, 1, 64, 256), ["graph"], copies=2).inputs()
+    assert not mx.array_equal(a["k"], b["k"]).item() and not mx.array_equal(a["storage"].keys, b["storage"].keys).item()
+    assert list(a["table"].host) != list(b["table"].host)
+
+
+def test_a_baseline_of_other_input_sets_is_refused(tmp_path):
+    case_id = f"normalized_argmax/logsumexp_sub_argmax[mlx]/{'x'.join(map(str, CPU_ARGMAX[1]))}/bfloat16"
+    shared = _one_case_baseline(case_id, 1e-3)
+    shared["settings"]["batch"] = 2  # a document without `inputs` was measured on one set
+    with pytest.raises(ValueError, match="inputs='shared'.*inputs='distinct'"):
+        perf_run.run_suite("cpu", rounds=2, warmup=0, batch=2, only={case_id}, baseline=shared, copy=COPY,
+                           log=lambda *_: None)
+    run = perf_run.run_suite("cpu", rounds=5, warmup=0, batch=2, inputs="shared", only={case_id}, baseline=shared,
+                             copy=COPY, save=tmp_path / "run.json", log=lambda *_: None)
+    assert json.loads((tmp_path / "run.json").read_text())["settings"]["inputs"] == "shared" and run.measurements
+    distinct = perf_run.run_suite("cpu", rounds=2, warmup=0, batch=2, only={case_id}, baseline=False, copy=COPY,
+                                  save=tmp_path / "d.json", log=lambda *_: None)
+    assert json.loads((tmp_path / "d.json").read_text())["settings"]["inputs"] == "distinct" and distinct.measurements
+    with pytest.raises(ValueError, match="inputs must be one of"):
+        perf_run.run_suite("cpu", inputs="same", baseline=False, copy=COPY, log=lambda *_: None)
+
+
 def test_case_ids_are_unique_across_a_suite():
     ids = [c.id for g in perf_run.suite_groups("h200", torch=True) for c in g.cases]
     assert len(ids) == len(set(ids)) and len(ids) >= 60
@@ -215,7 +273,8 @@ def test_save_writes_a_baseline_document(tmp_path, monkeypatch):
                              save=tmp_path / "run.json", calibration=tmp_path / "cal.json", log=lambda *_: None)
     document = json.loads((tmp_path / "run.json").read_text())
     assert store.validate_baseline(document) and list(document["benchmarks"]) == [case_id]
-    assert document["settings"] == {"suite": "cpu", "rounds": 5, "warmup": 1, "batch": 1, "protocol": "eval"}
+    assert document["settings"] == {"suite": "cpu", "rounds": 5, "warmup": 1, "batch": 1, "protocol": "eval",
+                                    "inputs": "shared"}  # one call per round: one input set
     calibration = json.loads((tmp_path / "cal.json").read_text())["cases"][case_id]
     assert len(calibration["a1"]) == len(calibration["a2"]) == len(calibration["slowed"]) == 5
     assert run.records[0]["regressed"] is False
