@@ -21,13 +21,12 @@ Contract (the seed's ``kvq4DecodeSdpa``, @mlx-bun/inference 1.0.0
 * ``scale``: finite real; ``q * scale`` is formed in T (MLX's op) before the
   kernel, as the seed does.
 * ``block``: tokens per threadgroup, any int >= 1, or None: the body picks it
-  (``direct``: ``impl.paged_attention.partition_size`` from N and the heads;
-  ``seed``: the seed's 512, measured on an M4 Pro). It partitions the softmax,
-  so it is part of the numbers.
+  (``direct``: ``impl.paged_attention.partition_size`` for an affine pool, from N
+  and the heads, at least 512 tokens; ``seed``: the seed's 512, measured on an M4
+  Pro). It partitions the softmax, so it is part of the numbers.
 * ``body``: which kernel body the compiled and graph arms run, ``"direct"`` or
   ``"seed"`` (``BODIES``; below), or None: ``default_body`` picks ``direct``
-  except for one KV head, where the seed body is faster and fits (below), and
-  for N >= 2**24, which ``direct`` refuses (it reads N from a float32).
+  except for N >= 2**24, which ``direct`` refuses (it reads N from a float32).
 * ``kvq4_decode_eligible(q, keys, group_size, bits)`` says whether the seed's
   conditions hold (B = L = 1, D = 256, bits 4, group 64, an even GQA factor).
   ``kvq4_decode`` refuses anything else with a ValueError / TypeError naming
@@ -52,9 +51,8 @@ same 4-bit bytes 1.4x faster than the seed body, which ncu found instruction-bou
 DRAM bandwidth (``perf/RESULTS.md``); it also has no GQA bound and keeps one body for
 paged and contiguous caches.
 
-``seed`` (the seed's kernel: the port of record, and the default with one KV head, where it is
-faster: ``default_body``). Algorithm (every arm): a threadgroup is one KV head x one block of ``block``
-tokens: 8 SIMD groups = SUB = 4 token sub-chunks of ceil(block / 4) tokens x
+``seed`` (the seed's kernel: the port of record, and the default for N >= 2**24: ``default_body``).
+Algorithm (every arm): a threadgroup is one KV head x one block of ``block`` tokens: 8 SIMD groups = SUB = 4 token sub-chunks of ceil(block / 4) tokens x
 2 head groups of REP / 2 query heads. Each lane owns 8 of the 256 dims (one
 packed word) and dequantizes on load in float32, ``fma(scale, code, bias)``
 (never rounded to T). A score is each lane's 8-term fma chain over its dims,
@@ -375,19 +373,18 @@ def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dt
     return multi_query.merge_launch(opart, mpart, lpart, dtype, kvh * rep, 1)
 
 
-def default_body(kv_heads: int, gqa: int, arm: str, length: int = 1) -> str:
-    """The body a call without ``body`` runs: ``direct``, except with one KV head when the seed body fits the
-    arm, and for caches of ``direct.DIRECT_MAX_LENGTH`` tokens or more (the direct body reads the length
-    from a float32). With one KV head the direct body's parallelism is its partitions alone and their fixed costs
-    dominate: on the H200 (session 4, ``perf/runs/2026-11-30-h200-session4/``) 8/1/D256/N32k took
-    0.123-0.133 ms against the seed body's 0.086 (its partial ran at 12% occupancy, 219 registers, and the merge of
-    512 partitions took 25 us), while at 8 KV heads the direct body won (16/8/N128k 0.427 against 0.560,
-    32/8/N32k 0.214 against 0.276)."""
-    if length >= direct.DIRECT_MAX_LENGTH:
-        return "seed"
-    if kv_heads == 1 and threadgroup_bytes(gqa) <= THREADGROUP_MEMORY.get(arm, float("inf")):
-        return "seed"
-    return "direct"
+def default_body(length: int) -> str:
+    """The body a call without ``body`` runs over a cache of ``length`` tokens: ``direct``, except for caches of
+    ``direct.DIRECT_MAX_LENGTH`` tokens or more (the direct body reads the length from a float32).
+
+    Until session 9 one KV head ran the seed body: session 4 had the direct body's 64-token partitions at
+    8/1/D256/N32k take 0.123-0.133 ms against the seed body's 0.086 (512 partitions, a 25 us merge). With
+    partitions of at least 512 tokens (``impl.paged_attention.QUANTIZED_MIN_PARTITION``) the direct body wins
+    there in every protocol (H200, ``perf/runs/2026-11-30-h200-session9/callH5``, us per call, each call of a
+    round on its own cache: eval8 93.7 against 104.9, pipelined8 56.2 / 65.5, one call per round 161.1 / 256.8
+    and 68.9 / 139.1), as it did at 8 KV heads (16/8/N128k 0.427 against 0.560, 32/8/N32k 0.214 against 0.276 in
+    session 4)."""
+    return "seed" if length >= direct.DIRECT_MAX_LENGTH else "direct"
 
 
 def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int | None = None, body: str | None = None,
@@ -407,7 +404,7 @@ def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int | None = 
         keys, values, scale, block = _validate(q, keys, values, scale, block, body)
         arm = resolve_arm(arm)
         kvh, n = keys.packed.shape[1], keys.packed.shape[2]
-        body = default_body(kvh, q.shape[1] // kvh, arm, n) if body is None else body
+        body = default_body(n) if body is None else body
         if body == "direct" and n >= direct.DIRECT_MAX_LENGTH:
             raise ValueError(f"keys hold N={n} positions; body='direct' reads N from a float32 and takes "
                              f"fewer than 2**24 (body='seed' or None takes any N)")

@@ -27,7 +27,9 @@ Contract (the seed's ``pagedAttentionView.attend`` direct path, mlx-bun 0.5.0
 
 Algorithm (every arm): the sequence is cut into partitions of ``partition`` tokens
 (None: ``partition_size`` picks a multiple of 64 from N and the heads so that a launch has
-about ``TARGET_THREADGROUPS`` threadgroups; short sequences get 64, the seed's size).
+about ``TARGET_THREADGROUPS`` threadgroups, ``QUANTIZED_TARGET_THREADGROUPS`` for affine
+pools, whose partitions also keep at least ``QUANTIZED_MIN_PARTITION`` tokens where N has them;
+short plain sequences get 64, the seed's size).
 Partial pass: one threadgroup per (partition, KV head, chunk of up to ``MAX_ROWS`` of the
 G * n query rows that read that head), so K/V are read once per KV head, not per query head
 (GQA sharing, as kvq4 does). Its 4 SIMD groups take 8-token batches in turn. LPR lanes read a
@@ -116,6 +118,8 @@ __all__ = [
     "MAX_ROWS",
     "PARTITION_QUANTUM",
     "SIMDGROUPS",
+    "QUANTIZED_MIN_PARTITION",
+    "QUANTIZED_TARGET_THREADGROUPS",
     "TARGET_THREADGROUPS",
     "PagedStorage",
     "QUANTIZED_BITS",
@@ -161,11 +165,23 @@ HALF_ROW_BYTES = 256
 WIDE_LOADS = True
 MAX_ROWS = 4  # query rows (GQA heads x query rows) one threadgroup serves: registers grow with it
 PARTITION_QUANTUM = 64  # partitions are whole multiples of this many tokens
-# Partitions are sized so that a launch has about this many threadgroups. An NVIDIA H200 has 132 SMs
-# and holds 3-4 of these 128-thread groups per SM (136-168 registers per thread, nvcc -Xptxas -v),
-# so 1024 is 2-3 waves; the H200 sweep found 512 / 1024 / 2048 within +-10% of each other
-# (perf/runs/2026-11-29-h200-issue10/sweep*.txt). Fewer leaves SMs idle; more only adds partials.
-TARGET_THREADGROUPS = 1024
+# Partitions are sized so that a launch has about this many threadgroups (plain pools). An NVIDIA H200 has 132
+# SMs and holds 3-4 of these 128-thread groups per SM (136-168 registers per thread, nvcc -Xptxas -v), so 512 is
+# 1-1.3 waves. Measured on the H200 with each call of a round on its own cache and with one call per round
+# (perf/runs/2026-11-30-h200-session9/callH5, us per call, 512 against 1024 threadgroups): 32/8/D128/N32k eval8
+# 108.9 / 107.5, alone (pipelined1) 64.7 / 76.5; 16/8/D256/N128k 281.1 / 287.6 and 254.2 / 267.7; 32/8/D128/N128k
+# 221.1 / 217.6 and 189.1 / 201.3; 8/1/D128/N32k 65.6 / 71.4 and 59.0 / 59.5: equal with 8 calls per round, 5-15%
+# faster alone. (The first sweep, perf/runs/2026-11-29-h200-issue10/sweep*.txt, had 512-2048 within +-10% with
+# 8 calls on one cache; such calls share K/V in the L2, see perf.cases.)
+TARGET_THREADGROUPS = 512
+# Affine (KV4 / KV8) pools and kvq4's layout keep 1024 threadgroups, in partitions of at least 512 tokens. H200
+# (callH6, H5; us per call, eval8 / alone): KV4 16/8/D256/N128k at 1024 threadgroups 379 / 341 against 386 / 376 at
+# 512 (KV8 501 / 496 against 525 / 595), while at 32/8/D128/N32k, where 1024 threadgroups mean 256-token
+# partitions, 512 tokens won (KV4 128.7 / 87.7 against 143.6 / 87.7; KV8 169.5 / 110.9 against 171.8 / 121.6),
+# and kvq4 took 93.7 / 68.9 at 8/1/N32k with 512 tokens against 114.5 / 85.1 with 64 (its 1024 threadgroups).
+# A shorter partition of these pools pays more partials and merge work than it gains in parallelism.
+QUANTIZED_TARGET_THREADGROUPS = 1024
+QUANTIZED_MIN_PARTITION = 512
 THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory a body may declare: Apple GPUs' limit
 PAGED_DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 QUANTIZED_BITS = (4, 8)
@@ -654,24 +670,31 @@ def rows_per_threadgroup(hq: int, hkv: int, n: int, v_head_dim: int) -> int:
     return max(1, min(rows, MAX_ROWS, fit))
 
 
-def partition_size(length: int, threadgroups_per_partition: int) -> int:
-    """Tokens per partition: enough partitions for ``TARGET_THREADGROUPS`` threadgroups in all, each a
-    whole number of ``PARTITION_QUANTUM`` tokens (short sequences: one quantum, as the seed's 64)."""
-    wanted = max(1, TARGET_THREADGROUPS // threadgroups_per_partition)
-    quanta = -(-length // (wanted * PARTITION_QUANTUM))
-    return max(1, quanta) * PARTITION_QUANTUM
+def partition_size(length: int, threadgroups_per_partition: int, quantized: bool = False) -> int:
+    """Tokens per partition: enough partitions for ``TARGET_THREADGROUPS`` threadgroups in all
+    (``QUANTIZED_TARGET_THREADGROUPS`` for affine pools), each a whole number of ``PARTITION_QUANTUM``
+    tokens (short sequences: one quantum, as the seed's 64); an affine pool's partition is at least
+    ``QUANTIZED_MIN_PARTITION`` tokens, or the whole sequence (rounded up to the quantum) when shorter."""
+    target = QUANTIZED_TARGET_THREADGROUPS if quantized else TARGET_THREADGROUPS
+    wanted = max(1, target // threadgroups_per_partition)
+    quanta = max(1, -(-length // (wanted * PARTITION_QUANTUM)))
+    if quantized:
+        whole = max(1, -(-length // PARTITION_QUANTUM))
+        quanta = max(quanta, min(QUANTIZED_MIN_PARTITION // PARTITION_QUANTUM, whole))
+    return quanta * PARTITION_QUANTUM
 
 
 def partition_span(q: mx.array, storage: PagedStorage, length: int, partition: int | None) -> int:
     """The partition every arm uses: the caller's, or ``partition_size`` for this launch's threadgroups."""
     _, hq, n, _ = q.shape
-    return _span_of(hq, n, storage.keys.shape[1], storage.v_head_dim, length, partition)
+    return _span_of(hq, n, storage.keys.shape[1], storage.v_head_dim, length, partition,
+                    storage.quantization is not None)
 
 
-def _span_of(hq: int, n: int, hk: int, dv: int, length: int, partition: int | None) -> int:
+def _span_of(hq: int, n: int, hk: int, dv: int, length: int, partition: int | None, quantized: bool) -> int:
     if partition is not None:
         return partition
-    return partition_size(length, hk * -(-(hq // hk) * n // rows_per_threadgroup(hq, hk, n, dv)))
+    return partition_size(length, hk * -(-(hq // hk) * n // rows_per_threadgroup(hq, hk, n, dv)), quantized)
 
 
 class _LaneMap(NamedTuple):
@@ -895,7 +918,7 @@ def _plan(arm: str, hq: int, n: int, hk: int, dk: int, dv: int, block_size: int,
     """(compiled partial + merge, device geometry) of one call's scalars. Every layer of a decode
     step makes the same call, so after the first only this lookup remains between the checks and
     the launch: the host cost per call on the H200 was more than the kernels' time at N = 32k."""
-    span = _span_of(hq, n, hk, dv, length, partition)
+    span = _span_of(hq, n, hk, dv, length, partition, quant is not None)
     shape = _partial_shape(hq, n, hk, dk, dv, block_size, dtype, quant, length, span, PAGED)
     pair = _compiled_pair(arm, shape.spec, shape.template, shape.grid, shape.threadgroup, shape.output_shapes, dtype)
     return pair, _geometry(scale, length, span)

@@ -115,16 +115,14 @@ def test_threadgroup_memory_bounds_the_gqa_factor():
     assert mx.array_equal(run(case, "graph", "direct"), run(case, "graph", "direct")).item()
 
 
-def test_default_body_is_direct_except_one_kv_head_where_the_seed_fits():
-    assert default_body(8, 2, "cuda") == default_body(2, 4, "metal") == default_body(2, 12, "graph") == "direct"
-    assert default_body(1, 8, "cuda") == default_body(1, 6, "metal") == default_body(1, 12, "graph") == "seed"
-    assert default_body(1, 12, "cuda") == default_body(1, 8, "metal") == "direct"  # the seed body would not fit
-    assert default_body(8, 2, "cuda", 2**24) == default_body(8, 2, "graph", 2**24 + 5) == "seed"
-    assert default_body(8, 2, "cuda", 2**24 - 1) == "direct"
-    for h, kvh in ((4, 2), (8, 1)):  # a call without body runs the chosen one
+def test_default_body_is_direct_below_float32_lengths():
+    assert default_body(1) == default_body(32768) == default_body(2**24 - 1) == "direct"
+    assert default_body(2**24) == default_body(2**24 + 5) == "seed"
+    for h, kvh in ((4, 2), (8, 1)):  # a call without body runs the chosen one, with one KV head too
         case = small_case(h=h, kvh=kvh)
         chosen = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=64, arm="graph")
-        assert mx.array_equal(chosen, run(case, "graph", default_body(kvh, h // kvh, "graph"))).item()
+        assert mx.array_equal(chosen, run(case, "graph", default_body(case.keys.packed.shape[2]))).item()
+        assert mx.array_equal(chosen, run(case, "graph", "direct")).item()
 
 
 def test_direct_body_refuses_a_cache_past_float32_integers():
