@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = document.get("settings", {})
     print(f"device {document['device_key']}; copy bandwidth {document['copy_bandwidth']['gbps']:,.0f} GB/s; "
           f"{settings.get('rounds')} rounds of {settings.get('batch', 1)} calls after {settings.get('warmup')} "
-          f"warm-up rounds; medians per call\n")
+          f"warm-up rounds (protocol {settings.get('protocol', 'eval')}, input sets "
+          f"{settings.get('inputs', 'shared')}); medians per call\n")
     print(tables(document))
     return 0
 
