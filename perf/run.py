@@ -262,7 +262,7 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
             run.measurements.append(measurement)
             verdict = judge(samples, stored, case.id, alpha=alpha, min_effect=min_effect)
             record = perf_record(measurement, copy_gbps=copy.gbps, device_key=key, verdict=verdict, batch=batch,
-                                 protocol=protocol)
+                                 protocol=protocol, inputs=inputs)
             run.records.append(record)
             if results is not None:
                 append_record(record, results)

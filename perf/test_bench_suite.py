@@ -70,7 +70,7 @@ def test_bench(case_id, bench, perf_settings, serial, copy_gbps, stored_baseline
             group.release()
     verdict = judge(measurement.samples_s, stored_baseline, case_id) if serial else None
     record = perf_record(measurement, copy_gbps=copy_gbps, device_key=device_key(), verdict=verdict,
-                         batch=perf_settings["batch"])
+                         batch=perf_settings["batch"], inputs="distinct" if perf_settings["batch"] > 1 else "shared")
     append_record(record)
     assert record["median_s"] > 0 and record["gbps"] > 0, f"{case_id}: {record}"
     if verdict is not None and verdict.regressed:

@@ -211,6 +211,10 @@ def _mismatch(name):
         third["settings"]["protocol"] = "pipelined"
         for run in (first, second):
             run["settings"]["protocol"] = "eval"
+    elif name == "inputs":  # a run of the old protocol (one input set per round) among runs of the new one
+        for run in (first, second):
+            run["settings"]["inputs"] = "distinct"
+        third["settings"]["inputs"] = "shared"
     elif name == "cases":
         third["benchmarks"]["b/k[graph]/9x9/bfloat16"] = third["benchmarks"].pop(CASE)
     elif name == "description":
@@ -228,6 +232,7 @@ def _mismatch(name):
     ("device", "device_key differs: .*p1.json has 'cpu-Test_CPU', .*p3.json has 'cuda-Other_GPU'"),
     ("settings", "settings.rounds differs: .*p1.json has 5, .*p3.json has 7"),
     ("protocol", "settings.protocol differs: .*p1.json has 'eval', .*p3.json has 'pipelined'"),
+    ("inputs", "settings.inputs differs: .*p1.json has 'distinct', .*p3.json has 'shared'"),
     ("cases", "p3.json does not hold the cases of .*p1.json .*missing"),
     ("description", "bytes differs"),
     ("twice", "processes 1 .*p1.json.* and 3 .*p3.json.* hold identical samples"),

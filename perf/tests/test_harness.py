@@ -166,9 +166,11 @@ def test_a_baseline_of_other_input_sets_is_refused(tmp_path):
     run = perf_run.run_suite("cpu", rounds=5, warmup=0, batch=2, inputs="shared", only={case_id}, baseline=shared,
                              copy=COPY, save=tmp_path / "run.json", log=lambda *_: None)
     assert json.loads((tmp_path / "run.json").read_text())["settings"]["inputs"] == "shared" and run.measurements
+    assert run.records[0]["inputs"] == "shared"
     distinct = perf_run.run_suite("cpu", rounds=2, warmup=0, batch=2, only={case_id}, baseline=False, copy=COPY,
                                   save=tmp_path / "d.json", log=lambda *_: None)
     assert json.loads((tmp_path / "d.json").read_text())["settings"]["inputs"] == "distinct" and distinct.measurements
+    assert distinct.records[0]["inputs"] == "distinct"
     with pytest.raises(ValueError, match="inputs must be one of"):
         perf_run.run_suite("cpu", inputs="same", baseline=False, copy=COPY, log=lambda *_: None)
 
