@@ -190,14 +190,15 @@ def summarize(samples: Sequence[float]) -> tuple[float, float]:
 
 def perf_record(measurement: Measurement, *, copy_gbps: float | None, device_key: str, verdict=None,
                 baseline_median_s: float | None = None, batch: int | None = None, protocol: str = "eval",
-                inputs: str | None = None) -> dict:
+                inputs: str | None = None, input_sets: int | None = None) -> dict:
     """The ``perf`` record (reports/SCHEMA.md) of one measurement.
 
     ``verdict``: a ``perf.regression.Verdict`` against the stored baseline, or
     None when this device has no baseline for the case (then ``p_value``,
     ``effect`` and ``baseline_median_s`` are null and ``regressed`` false).
     ``batch`` and ``protocol``: how the rounds were timed (``PROTOCOLS``); ``inputs``: whether a round's calls
-    read their own input sets (``distinct``) or one (``shared``): ``perf.run``'s ``INPUTS``.
+    read their own input sets (``distinct``) or one (``shared``): ``perf.run``'s ``INPUTS``; ``input_sets``: how
+    many the case's group built (fewer than the calls of a round where they would pass ``perf.cases``'s budget).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
@@ -209,7 +210,7 @@ def perf_record(measurement: Measurement, *, copy_gbps: float | None, device_key
         "benchmark": c.benchmark, "kernel": c.kernel, "arm": c.arm, "shape": list(c.shape), "dtype": c.dtype,
         "case": c.id, "device_key": device_key,
         "median_s": median, "iqr_s": iqr, "rounds": len(measurement.samples_s), "batch": batch,
-        "protocol": protocol, "inputs": inputs,
+        "protocol": protocol, "inputs": inputs, "input_sets": input_sets,
         "bytes": c.bytes, "flops": c.flops, "gbps": gbps, "tflops": c.flops / median / 1e12,
         "copy_gbps": copy_gbps,
         "pct_copy_bw": 100.0 * gbps / copy_gbps if copy_gbps else None,

@@ -261,13 +261,15 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
             measurement = Measurement(case, tuple(samples))
             run.measurements.append(measurement)
             verdict = judge(samples, stored, case.id, alpha=alpha, min_effect=min_effect)
+            sets = len(group.inputs())
             record = perf_record(measurement, copy_gbps=copy.gbps, device_key=key, verdict=verdict, batch=batch,
-                                 protocol=protocol, inputs=inputs)
+                                 protocol=protocol, inputs=inputs, input_sets=sets)
             run.records.append(record)
             if results is not None:
                 append_record(record, results)
             log(f"  {case.id}: {measurement.median_s * 1e3:.4g} ms (IQR {measurement.iqr_s * 1e3:.2g}), "
                 f"{measurement.gbps:.1f} GB/s = {record['pct_copy_bw']:.1f}% of copy"
+                + (f" ({sets} input sets: the memory budget)" if inputs == "distinct" and sets < batch else "")
                 + (f"; {verdict.describe()}" if verdict else ""))
         if calibration is not None:
             for case, call in built:

@@ -65,12 +65,14 @@ def test_bench(case_id, bench, perf_settings, serial, copy_gbps, stored_baseline
     case = next(c for c in group.cases if c.id == case_id)
     try:
         measurement = bench(case)
+        sets = len(group.inputs())  # built by the case's launch (before release drops them)
     finally:
         if case is group.cases[-1]:  # the group's last case: free its inputs
             group.release()
     verdict = judge(measurement.samples_s, stored_baseline, case_id) if serial else None
     record = perf_record(measurement, copy_gbps=copy_gbps, device_key=device_key(), verdict=verdict,
-                         batch=perf_settings["batch"], inputs="distinct" if perf_settings["batch"] > 1 else "shared")
+                         batch=perf_settings["batch"], inputs="distinct" if perf_settings["batch"] > 1 else "shared",
+                         input_sets=sets)
     append_record(record)
     assert record["median_s"] > 0 and record["gbps"] > 0, f"{case_id}: {record}"
     if verdict is not None and verdict.regressed:

@@ -170,7 +170,7 @@ def test_a_baseline_of_other_input_sets_is_refused(tmp_path):
     distinct = perf_run.run_suite("cpu", rounds=2, warmup=0, batch=2, only={case_id}, baseline=False, copy=COPY,
                                   save=tmp_path / "d.json", log=lambda *_: None)
     assert json.loads((tmp_path / "d.json").read_text())["settings"]["inputs"] == "distinct" and distinct.measurements
-    assert distinct.records[0]["inputs"] == "distinct"
+    assert distinct.records[0]["inputs"] == "distinct" and distinct.records[0]["input_sets"] == 2
     with pytest.raises(ValueError, match="inputs must be one of"):
         perf_run.run_suite("cpu", inputs="same", baseline=False, copy=COPY, log=lambda *_: None)
 
