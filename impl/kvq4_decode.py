@@ -52,7 +52,8 @@ DRAM bandwidth (``perf/RESULTS.md``); it also has no GQA bound and keeps one bod
 paged and contiguous caches.
 
 ``seed`` (the seed's kernel: the port of record, and the default for N >= 2**24: ``default_body``).
-Algorithm (every arm): a threadgroup is one KV head x one block of ``block`` tokens: 8 SIMD groups = SUB = 4 token sub-chunks of ceil(block / 4) tokens x
+Algorithm (every arm): a threadgroup is one KV head x one block of ``block`` tokens: 8 SIMD groups
+= SUB = 4 token sub-chunks of ceil(block / 4) tokens x
 2 head groups of REP / 2 query heads. Each lane owns 8 of the 256 dims (one
 packed word) and dequantizes on load in float32, ``fma(scale, code, bias)``
 (never rounded to T). A score is each lane's 8-term fma chain over its dims,

@@ -65,6 +65,7 @@ from impl.kvq4_decode import QuantizedKV, kvq4_decode
 from impl.multi_query import multi_query_causal
 from impl.normalized_argmax import normalized_argmax, normalized_argmax_native
 from impl.block_table import BlockTable
+from impl.checks import check_int
 from impl.paged_attention import paged_attention, paged_attention_gather
 from perf.harness import Case
 from perf.shapes import BLOCK_SIZE, DTYPE, QUANT_GROUP, ArgmaxShape, DecodeShape
@@ -102,9 +103,8 @@ class _Inputs:
     (module docstring: the sets stop at ``input_budget_bytes()``, at least one is built)."""
 
     def __init__(self, make: Callable[[int], dict], seed: int, copies: int):
-        if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
-            raise ValueError(f"copies must be an int >= 1, got {copies!r}")
-        self._make, self._seed, self._copies, self._sets = make, seed, copies, None
+        self._make, self._seed, self._sets = make, seed, None
+        self._copies = check_int("copies", copies, minimum=1)
 
     def __call__(self) -> list[dict]:
         if self._sets is None:

@@ -1,7 +1,8 @@
 """Run a benchmark suite serially, compare it with this device's baseline, write perf records.
 
     python -m perf.run [--suite auto|cpu|gpu|h200] [--rounds R] [--device cpu|gpu] [--protocol eval|pipelined]
-                       [--inputs distinct|shared] [--results PATH [--fresh]] [--save RUN.json] [--calibration CAL.json] [--torch]
+                       [--inputs distinct|shared] [--results PATH [--fresh]] [--save RUN.json]
+                       [--calibration CAL.json] [--torch]
     python -m perf.run --gate --results reports/out/results.jsonl [--baseline FILE]
 
 * Suites (grids in ``perf/shapes.py``): ``cpu`` (few small shapes, the graph
@@ -82,8 +83,8 @@ from perf.harness import PROTOCOLS, Measurement, Pipelined, batched, perf_record
 from perf.regression import ALPHA, MIN_EFFECT, judge
 from reports.recorder import append_record, reset
 
-__all__ = ["INPUTS", "SETTINGS", "SUITES", "RunResult", "environment_record", "resolve_suite", "run_suite",
-           "suite_groups"]
+__all__ = ["INPUTS", "SETTINGS", "SUITES", "RunResult", "effective_inputs", "environment_record", "resolve_suite",
+           "run_suite", "suite_groups"]
 
 SUITES = ("auto", "cpu", "gpu", "h200")
 # (rounds, warmup rounds, calls per round) per suite. The CPU's few rounds keep `make test`-sized
@@ -186,12 +187,17 @@ def environment_record(device: str) -> dict:
             **run_context()}
 
 
+def effective_inputs(inputs: str, batch: int) -> str:
+    """The input-set setting a run of ``batch`` calls per round records: one call per round reads one set."""
+    return "distinct" if inputs == "distinct" and batch > 1 else "shared"
+
+
 def check_comparable(stored: dict | None, batch: int, protocol: str, inputs: str = "distinct") -> None:
     """A baseline measured with other calls per round, another protocol or other input sets cannot judge this
     run: ValueError. (Documents without ``inputs`` were measured with ``shared``; so is one call per round.)"""
     if not stored:
         return
-    inputs = "shared" if batch == 1 else inputs
+    inputs = effective_inputs(inputs, batch)
     settings = stored.get("settings") or {}
     theirs = (settings.get("batch", batch), settings.get("protocol", "eval"), settings.get("inputs", "shared"))
     if theirs != (batch, protocol, inputs):
@@ -221,7 +227,7 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     if inputs not in INPUTS:
         raise ValueError(f"inputs must be one of {INPUTS}, got {inputs!r}")
-    inputs = "distinct" if inputs == "distinct" and batch > 1 else "shared"  # one call per round: one set
+    inputs = effective_inputs(inputs, batch)
     if protocol == "pipelined" and calibration is not None:
         raise ValueError("calibration samples are taken with protocol 'eval' (the gate's)")
     key = device_key()

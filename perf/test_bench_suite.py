@@ -20,7 +20,7 @@ from perf.bandwidth import copy_bandwidth
 from perf.baseline import device_key, load_baseline
 from perf.harness import perf_record
 from perf.regression import judge
-from perf.run import SETTINGS, check_comparable, suite_groups
+from perf.run import SETTINGS, check_comparable, effective_inputs, suite_groups
 from reports.recorder import append_record
 
 _GROUPS: dict[str, list] = {}  # suite -> groups (built once per process; inputs are lazy)
@@ -71,7 +71,7 @@ def test_bench(case_id, bench, perf_settings, serial, copy_gbps, stored_baseline
             group.release()
     verdict = judge(measurement.samples_s, stored_baseline, case_id) if serial else None
     record = perf_record(measurement, copy_gbps=copy_gbps, device_key=device_key(), verdict=verdict,
-                         batch=perf_settings["batch"], inputs="distinct" if perf_settings["batch"] > 1 else "shared",
+                         batch=perf_settings["batch"], inputs=effective_inputs("distinct", perf_settings["batch"]),
                          input_sets=sets)
     append_record(record)
     assert record["median_s"] > 0 and record["gbps"] > 0, f"{case_id}: {record}"

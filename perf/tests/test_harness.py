@@ -145,7 +145,7 @@ def test_input_sets_stop_at_the_memory_budget(monkeypatch):
     assert len(argmax_group(ArgmaxShape(4, 1000), ["graph"], copies=8).inputs()) == 8
     with pytest.raises(ValueError, match="copies"):
         argmax_group(ArgmaxShape(4, 1000), ["graph"], copies=0)
-    with pytest.raises(ValueError, match="copies"):
+    with pytest.raises(TypeError, match="copies"):
         paged_group(DecodeShape(8, 1, 1, 64, 64), ["graph"], copies=True)
 
 
