@@ -156,6 +156,18 @@ def test_paged_sets_are_whole_caches():
     assert list(a["table"].host) != list(b["table"].host)
 
 
+def test_a_set_is_sized_by_every_array_it_holds():
+    """The budget counts a set's pool planes and table too (objects' attributes are walked), not only q, K, V."""
+    s = DecodeShape(8, 2, 1, 128, 256)
+    (x,) = paged_group(s, ["graph"], bits=4).inputs()
+    storage = x["storage"]
+    planes = [storage.keys, storage.values, storage.key_scales, storage.key_biases, storage.value_scales,
+              storage.value_biases]
+    dense = x["q"].nbytes + x["k"].nbytes + x["v"].nbytes
+    table = x["table"].device.nbytes + x["table"].padded.nbytes
+    assert perf_cases._nbytes(x) == dense + sum(p.nbytes for p in planes) + table
+
+
 def test_a_baseline_of_other_input_sets_is_refused(tmp_path):
     case_id = f"normalized_argmax/logsumexp_sub_argmax[mlx]/{'x'.join(map(str, CPU_ARGMAX[1]))}/bfloat16"
     shared = _one_case_baseline(case_id, 1e-3)
