@@ -377,6 +377,16 @@ CATALOG: tuple[Mutant, ...] = (
         (code(RECENT, "return x.shape, x.dtype", "return x.shape, None"),),
         ("impl/test_recent_calls.py::test_bad_arguments_raise_whatever_was_remembered",)),
 
+    # --- partition defaults (host) -----------------------------------------------------
+    Mutant(
+        "paged_quantized_partition_floor_dropped",
+        "affine pools' default partitions lose their 512-token floor: 256-token partitions at 32/8/D128/N32k, the "
+        "64-token ones that made kvq4 at 8/1 slower than the seed body (perf/runs/2026-11-30-h200-session9)",
+        "paged_attention.host",
+        (code(PAGED, "quanta = max(quanta, min(QUANTIZED_MIN_PARTITION // PARTITION_QUANTUM, whole))",
+              "quanta = max(quanta, 1)"),),
+        ("properties/test_paged_attention_props.py::test_default_partition_fills_the_target_and_no_more",)),
+
     # --- perf's benchmarks (host) -------------------------------------------------------
     Mutant(
         "perf_rounds_share_one_input_set",

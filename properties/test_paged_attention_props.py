@@ -27,7 +27,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from impl.paged_attention import DIRECT_MAX_QUERIES, paged_attention, paged_attention_gather
+from impl.paged_attention import (DIRECT_MAX_QUERIES, PARTITION_QUANTUM, QUANTIZED_MIN_PARTITION,
+                                  QUANTIZED_TARGET_THREADGROUPS, TARGET_THREADGROUPS, paged_attention,
+                                  paged_attention_gather, partition_size)
 from properties import strategies as sts
 
 # The gate fixture is a stateless recorder: sharing it across examples is intended.
@@ -68,6 +70,21 @@ def test_partition_size_is_rounding_only(arm, gate, case, partition):
     floor, why = sts.error_ratio_floor(case, ref)
     gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel=kernel_name(case),
                      case=f"{case.id}-part{partition}")
+
+
+@given(length=st.integers(1, 1 << 22), per_partition=st.integers(1, 64), quantized=st.booleans())
+def test_default_partition_fills_the_target_and_no_more(length, per_partition, quantized):
+    """partition_size: whole quanta; no more partitions than the threadgroup target asks for (plain pools:
+    TARGET_THREADGROUPS, affine: QUANTIZED_TARGET_THREADGROUPS), and the shortest span that keeps to it, except
+    that an affine pool's partition holds at least QUANTIZED_MIN_PARTITION tokens where the sequence has them."""
+    span = partition_size(length, per_partition, quantized)
+    assert span >= PARTITION_QUANTUM and span % PARTITION_QUANTUM == 0
+    wanted = max(1, (QUANTIZED_TARGET_THREADGROUPS if quantized else TARGET_THREADGROUPS) // per_partition)
+    assert -(-length // span) <= wanted, "more partitions than the target's"
+    floor = min(QUANTIZED_MIN_PARTITION, -(-length // PARTITION_QUANTUM) * PARTITION_QUANTUM) if quantized else 0
+    assert span >= floor, "an affine pool's partition below its floor"
+    shorter = span - PARTITION_QUANTUM
+    assert shorter < floor or shorter == 0 or -(-length // shorter) > wanted, "a shorter span would do"
 
 
 @FIXTURES_OK
