@@ -156,6 +156,15 @@ def test_paged_sets_are_whole_caches():
     assert list(a["table"].host) != list(b["table"].host)
 
 
+@pytest.mark.parametrize("info, budget", [({"total_memory": 150754820096, "device_name": "NVIDIA H200"}, 37688705024),
+                                          ({"memory_size": 17179869184, "device_name": "Apple M2"}, 4294967296),
+                                          ({"architecture": "x86_64", "device_name": "AMD EPYC"}, None)],
+                         ids=["cuda", "metal", "cpu"])
+def test_the_input_budget_is_a_quarter_of_the_device_memory(monkeypatch, info, budget):
+    monkeypatch.setattr(mx, "device_info", lambda device=None: info)
+    assert perf_cases.input_budget_bytes() == budget
+
+
 def test_a_set_is_sized_by_every_array_it_holds():
     """The budget counts a set's pool planes and table too (objects' attributes are walked), not only q, K, V."""
     s = DecodeShape(8, 2, 1, 128, 256)
