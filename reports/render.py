@@ -216,6 +216,20 @@ def canary_rows(canaries: list[dict]) -> list[dict]:
             for (status, message, device), where in sorted(groups.items(), key=lambda g: (order.get(g[0][0], 9), g[0]))]
 
 
+def timing_text(p: dict) -> str:
+    """How a perf record was timed, for a reader: protocol, calls per round and their input sets
+    (``perf.run``: ``--protocol``, ``--batch``, ``--inputs``); empty where the record does not say."""
+    if p.get("batch") is None:
+        return ""
+    text = f"{p.get('protocol') or 'eval'}, {p['batch']} call{'s' if p['batch'] != 1 else ''} per round"
+    if p.get("inputs") == "distinct":
+        sets = p.get("input_sets")
+        text += f", {sets} input sets" if sets is not None else ", distinct inputs"
+    elif p.get("inputs") == "shared" and p["batch"] != 1:
+        text += ", one input set"
+    return text
+
+
 def perf_rows(perf: list[dict]) -> list[dict]:
     rows = []
     for p in sorted(perf, key=lambda p: (not p.get("regressed"), str(p.get("benchmark")))):
@@ -226,7 +240,7 @@ def perf_rows(perf: list[dict]) -> list[dict]:
                      "iqr_ms": fmt(1e3 * number(p.get("iqr_s"))) if number(p.get("iqr_s")) is not None else "",
                      "baseline_ms": fmt(1e3 * base) if base is not None else "",
                      "gbps": fmt(p.get("gbps")), "pct": fmt(p.get("pct_copy_bw")),
-                     "p_value": fmt(p.get("p_value")), "effect": fmt(p.get("effect"))})
+                     "p_value": fmt(p.get("p_value")), "effect": fmt(p.get("effect")), "timing": timing_text(p)})
     return rows
 
 

@@ -88,13 +88,13 @@ def finding() -> dict:
 
 
 def perf_record(benchmark: str, median_s: float, baseline_median_s: float | None, regressed: bool,
-                p_value: float = 0.5, effect: float = 0.1) -> dict:
+                p_value: float = 0.5, effect: float = 0.1, **timing) -> dict:
     nbytes = 64 * 2**20
     return {"schema": 1, "kind": "perf", "benchmark": benchmark, "kernel": "paged_attention", "arm": "graph",
             "shape": [8, 32, 128], "median_s": median_s, "iqr_s": median_s * 0.05, "bytes": nbytes,
             "flops": 2 * nbytes, "gbps": nbytes / median_s / 1e9, "pct_copy_bw": 100 * (nbytes / median_s / 1e9) / 20.0,
             "baseline_median_s": baseline_median_s, "p_value": p_value, "effect": effect, "regressed": regressed,
-            "time": 1.7e9}
+            "time": 1.7e9, **timing}
 
 
 def mutant_record(name: str, killed: bool) -> dict:
@@ -141,7 +141,8 @@ def with_findings() -> list[dict]:
 def with_perf_and_mutants() -> list[dict]:
     return [environment(), *gates(20, kernels=KERNELS[:1]), property_record("properties/test_quant.py::test_roundtrip"),
             property_record("properties/test_quant.py::test_dequant_bound", failed=True),
-            perf_record("paged_decode_b8", 0.0021, 0.0020, False, p_value=0.4, effect=0.05),
+            perf_record("paged_decode_b8", 0.0021, 0.0020, False, p_value=0.4, effect=0.05, batch=8,
+                        protocol="eval", inputs="distinct", input_sets=8),
             perf_record("paged_prefill_b1", 0.0150, 0.0100, True, p_value=0.001, effect=1.8),
             mutant_record("swap max for min in the online softmax", True),
             mutant_record("drop the -inf mask on padded slots", False)]

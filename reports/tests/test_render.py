@@ -98,6 +98,8 @@ def test_perf_mutants_and_property_failures(reports):
     perf = table_rows(html, "perf-table")
     assert perf[0]["cells"][0] == "paged_prefill_b1" and perf[0]["cells"][-1] == "REGRESSED"
     assert perf[0]["cells"][9] == "+50.0%"  # 15 ms against a 10 ms baseline
+    assert perf[1]["cells"][12] == "eval, 8 calls per round, 8 input sets"  # how it was timed
+    assert perf[0]["cells"][12] == ""  # a record that does not say
     assert "<svg" in section(html, "perf")
     assert "1/2 killed (50.0%)" in section(html, "mutants")
     mutants = table_rows(html, "mutant-table")
@@ -207,3 +209,14 @@ def test_realistic_full_suite_report_is_under_5_mb():
     assert size < 5 * 2**20, f"{size / 2**20:.2f} MiB"
     assert len(gate_data(html)) == 5000
     assert section(html, "plots").count("<svg") == len(fixtures.KERNELS)
+
+
+@pytest.mark.parametrize("record, text", [
+    ({"batch": 8, "protocol": "eval", "inputs": "distinct", "input_sets": 3}, "eval, 8 calls per round, 3 input sets"),
+    ({"batch": 8, "protocol": "pipelined", "inputs": "shared"}, "pipelined, 8 calls per round, one input set"),
+    ({"batch": 1, "protocol": "pipelined", "inputs": "shared", "input_sets": 1}, "pipelined, 1 call per round"),
+    ({"batch": 8, "protocol": "eval"}, "eval, 8 calls per round"),  # written before perf recorded its inputs
+    ({}, ""),
+])
+def test_perf_timing_says_how_a_record_was_timed(record, text):
+    assert render.timing_text(record) == text
