@@ -393,7 +393,8 @@ def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int | None = 
     """softmax(scale * q . K^T) V for one query row over a 4-bit group-64 cache (module docstring).
 
     ``block``: tokens per threadgroup (a softmax partition: part of the numbers); None picks it
-    (``direct``: from N and the heads, as paged attention does; ``seed``: ``KV4_DECODE_BLOCK``).
+    (``direct``: from N and the heads, as paged attention does for an affine pool, at least
+    ``impl.paged_attention.QUANTIZED_MIN_PARTITION`` tokens; ``seed``: ``KV4_DECODE_BLOCK``).
     ``body``: ``"direct"`` (the direct attention body of ``impl.paged_attention`` over this cache),
     ``"seed"`` (the seed's kernel) or None (``default_body``).
     """

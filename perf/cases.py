@@ -119,17 +119,17 @@ class _Inputs:
         self._sets = None
 
 
+def _in_turn(launches: list[Callable[[], object]]) -> Callable[[], object]:
+    """One launch that calls ``launches`` in turn (a round's calls read different input sets)."""
+    if len(launches) == 1:
+        return launches[0]
+    turn = itertools.cycle(launches)
+    return lambda: next(turn)()
+
+
 def _each_set(inputs: _Inputs, launch_of: Callable[[dict], Callable[[], object]]):
-    """A case's build: one launch per input set, taken in turn (a round's calls read different sets)."""
-
-    def build():
-        launches = [launch_of(x) for x in inputs()]
-        if len(launches) == 1:
-            return launches[0]
-        turn = itertools.cycle(launches)
-        return lambda: next(turn)()
-
-    return build
+    """A case's build: one launch per input set of the group, taken in turn."""
+    return lambda: _in_turn([launch_of(x) for x in inputs()])
 
 
 @dataclass
@@ -213,10 +213,10 @@ def paged_group(shape: DecodeShape, arms: Sequence[str], *, bits: int | None = N
         raise ValueError(f"shape must be one decode row over a whole number of {BLOCK_SIZE}-token blocks, got {shape}")
     scale = 1.0 / math.sqrt(shape.head_dim)
 
-    def make(seed):
-        mx.random.seed(seed)
+    def make(set_seed):
+        mx.random.seed(set_seed)
         q, k, v = _dense_qkv(shape)
-        storage, table = _pool(k, v, shape, seed, bits)
+        storage, table = _pool(k, v, shape, set_seed, bits)
         mx.eval(q, k, v, storage.keys, storage.values,
                 *(a for a in (storage.key_scales, storage.key_biases, storage.value_scales, storage.value_biases)
                   if a is not None))
@@ -271,7 +271,6 @@ def _torch_sdpa(shape: DecodeShape, backend: str, seed: int, inputs: _Inputs):
         sets = [tuple(normal(1, h, rows, shape.head_dim) for h, rows in
                       ((shape.hq, shape.rows), (shape.hkv, shape.length), (shape.hkv, shape.length)))
                 for _ in inputs()]
-        turn = itertools.cycle(sets)
         scale = 1.0 / math.sqrt(shape.head_dim)
         gqa = shape.hq != shape.hkv
         if backend == "default":
@@ -283,13 +282,16 @@ def _torch_sdpa(shape: DecodeShape, backend: str, seed: int, inputs: _Inputs):
                       "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
             context = chosen
 
-        def call():  # asynchronous: perf.harness synchronizes
-            q, k, v = next(turn)
-            if context is None:
-                return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=gqa)
-            with sdpa_kernel(context):
-                return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=gqa)
+        def launch_on(q, k, v):
+            def call():  # asynchronous: perf.harness synchronizes
+                if context is None:
+                    return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=gqa)
+                with sdpa_kernel(context):
+                    return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=gqa)
 
+            return call
+
+        call = _in_turn([launch_on(*qkv) for qkv in sets])
         call()  # fails here (not in the timing) when the backend refuses the shape
         torch.cuda.synchronize()
         return call
@@ -305,8 +307,8 @@ def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0, copies
         raise ValueError(f"shape must be one decode row with head_dim 256 (the kernel's contract), got {shape}")
     scale = 1.0 / math.sqrt(shape.head_dim)
 
-    def make(seed):
-        mx.random.seed(seed)
+    def make(set_seed):
+        mx.random.seed(set_seed)
         q, k, v = _dense_qkv(shape)
         keys = QuantizedKV(*mx.quantize(k, group_size=64, bits=4))
         values = QuantizedKV(*mx.quantize(v, group_size=64, bits=4))
@@ -352,8 +354,8 @@ def multi_query_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0,
     scale = 1.0 / math.sqrt(shape.head_dim)
     L, n = shape.rows, shape.length
 
-    def make(seed):
-        mx.random.seed(seed)
+    def make(set_seed):
+        mx.random.seed(set_seed)
         q, k, v = _dense_qkv(shape)
         mx.eval(q, k, v)
         return {"q": q, "k": k, "v": v}
@@ -390,8 +392,8 @@ def argmax_group(shape: ArgmaxShape, arms: Sequence[str], *, seed: int = 0, copi
     _check_shape(shape, ArgmaxShape)
     arms = _check_arms(arms)
 
-    def make(seed):
-        mx.random.seed(seed)
+    def make(set_seed):
+        mx.random.seed(set_seed)
         logits = (4.0 * mx.random.normal((shape.batch, shape.vocab))).astype(BF16)
         mx.eval(logits)
         return {"logits": logits}
