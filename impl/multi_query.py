@@ -60,6 +60,13 @@ SIMD groups past the tiles ("stagers", at least ``STAGER_SIMDGROUPS``) fill
 block i + 1's buffer while the tiles compute block i, the two roles running
 their own loops and meeting at a named barrier (``ROLE_BARRIER``) once per
 block. A stager owns one 4-dim quad of a row and every PASS-th row of a block.
+On CUDA the default is the **ring partial** (``PARTIAL_RING``, a CUDA-only
+variant, ``ring_slots``): the same two-stage kernel whose stagers copy K and V
+with ``cp.async`` into ``RING`` raw slots in dynamic shared memory, RING - 1
+blocks ahead of the one they convert to half, so a threadgroup keeps several
+blocks in flight without holding registers (views the copies cannot take run
+the register staging). Its half buffers hold the same values, so it is
+bit-identical to two stages, and to one (``test_pipelined_partials_match_one_stage``).
 Fragments are loaded four at a time (``simdgroup_load_x4``: ldmatrix.x4 on
 CUDA), and two tiles multiply 16-deep (``simdgroup_multiply_accumulate_rows16_k16``:
 one m16n8k16 on CUDA; four 8x8 products elsewhere, in the same order as before).
@@ -210,6 +217,16 @@ single-row calls (3.1x; session 5's pool 2.5x); at 16/8/L8/D256 0.191 against 1.
 32/8/L8/D128 162 (two stages), 168 (one); 16/8/L8/D256 219 / 232; 64/8/L8/D128
 168 at 192 threads (two stages: 2 threadgroups per SM).
 
+Session 10 (``perf/runs/2026-11-30-h200-session10``, calls R1-R3; its README lists them):
+
+* the ring partial (cp.async, above), measured against the two-stage partial at ring 2 / 3 / 4 and split counts
+  16 / 32 / 64 (``callR1/ring_sweep.txt``): 8-12% faster at D256 in every protocol, equal at 32/8/L8/D128, within
+  1-3% at 64/8; kept as the CUDA default at 2 slots (``RING_SLOTS`` says why 2). At 32/8/L8/D128 it shows that the
+  loads no longer set the partial's pace there: the ring keeps 2 blocks in flight per threadgroup and the partial
+  alone stays at 53.4 against 53.7 us pipelined8 (the stream floor is 34.5).
+* one tile per SIMD group at NQ = 32 with the ring (4 computing SIMD groups + 2 stagers, 144 registers, 2
+  threadgroups per SM; ``callR2/tiles_sweep.txt``): 17% slower in eval8 (131.7 against 112.1 us), so not used.
+
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
 float16 for float32 inputs, the kernel's working precision, as baseline; KL
@@ -219,8 +236,9 @@ edges, forced splits with fully masked partials, strided and transposed K/V,
 causality, bad input); ``impl/kernels/test_cuda_compile_decode.py`` (nvcc
 compiles every instance, one and two stages, both prelude paths; the simdgroup
 probe holds the prelude's products, loads (simdgroup_load_x4 too) and
-thread_elements() bit-exact on a GPU); ``test_two_stages_match_one_stage`` (CUDA:
-the two schedules bit-identical); ``test_merge_matches_float64_oracle`` (compiled arms: the merge
+thread_elements() bit-exact on a GPU); ``test_pipelined_partials_match_one_stage`` (CUDA:
+two stages and the ring, at 2 and 4 slots, bit-identical to one stage, on views that take the copies and views
+that do not); ``test_merge_matches_float64_oracle`` (compiled arms: the merge
 alone against ``reference.attention.split_merge_ref`` on partials whose maxima rise, fall, hide
 whole slices; float32 within a derived ulp bound, bf16 / f16 within 1 ulp).
 """
@@ -234,7 +252,7 @@ import numpy as np
 
 from impl.arms import resolve_arm
 from impl.checks import check_scale
-from impl.kernels import TRACES_KEPT, KernelSpec, Launch, input_signature
+from impl.kernels import MAX_DYNAMIC_SHARED_BYTES, TRACES_KEPT, KernelSpec, Launch, input_signature
 from impl.recent_calls import RecentCalls, array_key, scalar_key
 
 __all__ = [
@@ -251,6 +269,8 @@ __all__ = [
     "multi_query_causal",
     "partial_launch",
     "pipeline_stages",
+    "ring_shared_bytes",
+    "ring_slots",
 ]
 
 BK = 32  # keys per staged block (16 at D > 248: see block_keys)
@@ -283,6 +303,17 @@ STATIC_SHARED_BYTES = 49152  # CUDA's static shared memory per block (what a cud
 # groups such a threadgroup may have (192 threads: launchable even at 255 registers per thread, 64K per SM).
 STAGER_SIMDGROUPS = 2
 MAX_PIPELINED_SIMDGROUPS = 6
+# The ring partial (CUDA only, ring_slots): raw K / V slots per threadgroup, RING - 1 blocks copied ahead of the one
+# the stagers convert. Measured on the H200 (perf/runs/2026-11-30-h200-session10, calls R1 and R2; every ring
+# bit-identical to two stages): at 16/8/L8/D256/N32k 2 slots ran the call 8-12% faster than two stages in each of
+# eval8 / pipelined8 / eval1 / pipelined1 (154.9 / 106.3 / 249.4 / 137.6 against 168.1 / 120.9 / 261.7 / 149.9
+# us), 4 slots within 5% of 2; at 64/8/L8/D128 2 slots within 1-3% (faster in three protocols); at 32/8/L8/D128 2
+# slots equal within the processes' noise (eval8 112.1 against 112.3 us in R2, 111.3 against 106.9 in R1;
+# pipelined1 78.7 against 85.1 and 90.5 against 96.2), where the two computing SIMD groups, not the loads, set the
+# pace; 3 or 4 slots lost 8-18% there: 83 KiB or more of shared memory per threadgroup leaves 2 resident per SM
+# instead of 3 (67.5 KiB each at 2 slots; 162 registers x 128 threads fit 3).
+RING_SLOTS = 2
+MAX_RING_SLOTS = 8
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 
 HEADER = """
@@ -378,11 +409,7 @@ PARTIAL_SOURCE = """
   // Run-time cache length and split count: one compiled instance serves every N.
   const uint n = (uint)k_shape[2], splits = threadgroups_per_grid.x;
   const uint fm = sg_fragment_row(lane), fn = sg_fragment_col(lane);
-  // STAGES buffers of one block of K and one of V as half, rows KS >= D apart (the padding spreads a fragment's
-  // rows over banks).
-  threadgroup half kt[STAGES * BK * KS];
-  threadgroup half vt[STAGES * BK * KS];
-  // Query tiles: TILES 8-row tiles per SIMD group, tile t holding rows (sg * TILES + t) * 8 .. + 7 of the head
+KV_BUFFERS  // Query tiles: TILES 8-row tiles per SIMD group, tile t holding rows (sg * TILES + t) * 8 .. + 7 of the head
   // group's rep·L vectors; every K / V fragment loaded serves all of them.
   const bool tile = sg * (uint)TILES * 8u < (uint)NQ;  // simdgroups past the tiles only stage K/V
   const float qscale = float(scale[0]);                // the softmax scale, in T
@@ -449,12 +476,7 @@ COMPUTE_BLOCK      }
       ROLE_BARRIER(THREADS);
     }
   } else {
-    for (uint it = 0; it < blocks + 1u; ++it) {
-      if (staging && it < blocks) {
-STAGE_BLOCK      }
-      ROLE_BARRIER(THREADS);
-    }
-  }
+STAGER_LOOP  }
   // Partial results: unnormalized O, running max and sum per row.
   if (!tile) return;
   UNROLL_FULL
@@ -622,11 +644,114 @@ COMPUTE_SOURCE = """
 """
 
 
-def _assembled() -> str:
-    """PARTIAL_SOURCE with its STAGE_BLOCK / COMPUTE_BLOCK markers filled in."""
-    assert PARTIAL_SOURCE.count("STAGE_BLOCK") == PARTIAL_SOURCE.count("COMPUTE_BLOCK") == 2
-    return PARTIAL_SOURCE.replace("STAGE_BLOCK", STAGE_SOURCE.lstrip("\n")).replace(
-        "COMPUTE_BLOCK", COMPUTE_SOURCE.lstrip("\n"))
+# The partial's K / V buffers: STAGES half buffers, declared in the body (static threadgroup memory, every arm).
+BUFFERS_SOURCE = """
+  // STAGES buffers of one block of K and one of V as half, rows KS >= D apart (the padding spreads a fragment's
+  // rows over banks).
+  threadgroup half kt[STAGES * BK * KS];
+  threadgroup half vt[STAGES * BK * KS];
+"""
+
+# The two-stage partial's stagers: each step stages block `it` from device memory through registers.
+STAGER_SOURCE = """
+    for (uint it = 0; it < blocks + 1u; ++it) {
+      if (staging && it < blocks) {
+STAGE_BLOCK      }
+      ROLE_BARRIER(THREADS);
+    }
+"""
+
+# The ring partial (CUDA only: ring_slots): the same half buffers, then RING raw slots, each one block of K and one of
+# V as T (rows D apart), all in dynamic shared memory (partial_launch's shared_memory: past the 48 KiB a body may
+# declare).
+RING_BUFFERS_SOURCE = """
+  // The STAGES half buffers of the two-stage partial, then RING raw slots of one block of K and V as T.
+  extern __shared__ __align__(16) unsigned char kv_memory[];
+  half* const kt = (half*)kv_memory;
+  half* const vt = kt + STAGES * BK * KS;
+  T* const raw = (T*)(vt + STAGES * BK * KS);
+"""
+
+# The ring partial's stagers. With registers, a stager's block is in flight only between its loads and its stores,
+# one block per threadgroup: on the H200, 3 threadgroups x 16 KiB per SM over a ~2.6 us step is ~2.4 TB/s (session
+# 9). cp.async copies hold no register, so each stager keeps RING - 1 blocks ahead of the one it converts: step `it`
+# issues block it + RING - 1 into slot (it + RING - 1) % RING (the slot of block it - 1, which this same thread
+# converted at the previous step: a stager reads back only its own copies, so no barrier guards the ring), waits for
+# block it (async_copy_wait: all but the RING - 1 newest groups), converts its chunks to half in buffer it % STAGES
+# (the same load4_vector conversion as the register path, zeros past the split: the tiles see the same numbers) and
+# meets the tiles at the role barrier. A stager owns the 16-byte chunks stager, stager + STAGERS, ... of a block's
+# rows (CHUNK elements each). Views the copies cannot take (strided rows, rows or bases not 16-byte aligned) run the
+# two-stage stagers' loop instead.
+RING_STAGER_SOURCE = """
+    constexpr uint CHUNK = 16u / sizeof(T), ROW_CHUNKS = D / CHUNK, BLOCK_CHUNKS = BK * ROW_CHUNKS;
+    constexpr uint RING_ITEMS = (BLOCK_CHUNKS + STAGERS - 1u) / STAGERS;
+    const bool copies = kvec && vvec && hs % CHUNK == 0 && rs % CHUNK == 0 && vhs % CHUNK == 0 &&
+                        vrs % CHUNK == 0 && (size_t)k % 16u == 0 && (size_t)v % 16u == 0;
+    if (!copies) {
+STAGER_LOOP    } else {
+      const auto kh = k + (ulong)hk * hs;  // this KV head's rows
+      const auto vh = v + (ulong)hk * vhs;
+      // Block b's copies into slot b % RING; a key past the split copies a live row (key k1 - 1).
+      const auto issue = [&](uint b) {
+        T* const slot = raw + (b % (uint)RING) * (uint)(2 * BK * D);
+        const uint kb = k0 + b * (uint)BK;
+        UNROLL_FULL
+        for (uint i = 0; i < RING_ITEMS; ++i) {
+          const uint c = stager + i * (uint)STAGERS;
+          if (BLOCK_CHUNKS % STAGERS == 0 || c < BLOCK_CHUNKS) {
+            const uint j = c / ROW_CHUNKS, e = (c % ROW_CHUNKS) * CHUNK;
+            const ulong key = metal::min(kb + j, k1 - 1u);
+            async_copy16(slot + j * (uint)D + e, kh + key * rs + e);
+            async_copy16(slot + ((uint)BK + j) * (uint)D + e, vh + key * vrs + e);
+          }
+        }
+      };
+      // Block b's chunks of this stager, converted to half in buffer b % STAGES (zeros past the split).
+      const auto convert = [&](uint b) {
+        const T* const slot = raw + (b % (uint)RING) * (uint)(2 * BK * D);
+        const uint kb = k0 + b * (uint)BK, at = (b % (uint)STAGES) * (uint)(BK * KS);
+        UNROLL_FULL
+        for (uint i = 0; i < RING_ITEMS; ++i) {
+          const uint c = stager + i * (uint)STAGERS;
+          if (BLOCK_CHUNKS % STAGERS == 0 || c < BLOCK_CHUNKS) {
+            const uint j = c / ROW_CHUNKS, e = (c % ROW_CHUNKS) * CHUNK;
+            const bool live = kb + j < k1;
+            UNROLL_FULL
+            for (uint q4 = 0; q4 < CHUNK / 4u; ++q4) {
+              const half4 kq = load4_vector(slot, (ulong)(j * (uint)D + e + 4u * q4));
+              const half4 vq = load4_vector(slot, (ulong)(((uint)BK + j) * (uint)D + e + 4u * q4));
+              *(half4*)(kt + at + j * (uint)KS + e + 4u * q4) = live ? kq : half4(half(0.0f));
+              *(half4*)(vt + at + j * (uint)KS + e + 4u * q4) = live ? vq : half4(half(0.0f));
+            }
+          }
+        }
+      };
+      for (uint b = 0; b + 1u < (uint)RING; ++b) {  // the first RING - 1 blocks ahead (a group per block, empty too)
+        if (b < blocks) issue(b);
+        async_copy_commit();
+      }
+      for (uint it = 0; it < blocks + 1u; ++it) {
+        if (it < blocks) {
+          if (it + (uint)RING - 1u < blocks) issue(it + (uint)RING - 1u);
+          async_copy_commit();
+          async_copy_wait<RING - 1>();  // block it's copies have landed
+          convert(it);
+        }
+        ROLE_BARRIER(THREADS);
+      }
+    }
+"""
+
+
+def _assembled(ring: bool = False) -> str:
+    """PARTIAL_SOURCE with its markers filled in: the buffers, the two-stage stagers' loop (the ring's with ``ring``)
+    and the blocks that stage and compute."""
+    assert PARTIAL_SOURCE.count("COMPUTE_BLOCK") == 2 and STAGER_SOURCE.count("STAGE_BLOCK") == 1
+    assert PARTIAL_SOURCE.count("KV_BUFFERS") == PARTIAL_SOURCE.count("STAGER_LOOP") == PARTIAL_SOURCE.count("STAGE_BLOCK") == 1
+    buffers, stagers = ((RING_BUFFERS_SOURCE, RING_STAGER_SOURCE.replace("STAGER_LOOP", STAGER_SOURCE.lstrip("\n")))
+                        if ring else (BUFFERS_SOURCE, STAGER_SOURCE))
+    source = PARTIAL_SOURCE.replace("KV_BUFFERS", buffers.lstrip("\n")).replace("STAGER_LOOP", stagers.lstrip("\n"))
+    return source.replace("STAGE_BLOCK", STAGE_SOURCE.lstrip("\n")).replace("COMPUTE_BLOCK", COMPUTE_SOURCE.lstrip("\n"))
 
 
 MERGE_HEADER = """
@@ -689,6 +814,9 @@ MERGE_SOURCE = """
 PARTIAL = KernelSpec("multi_query_partial", ("q", "k", "v", "scale"), ("opart", "mpart", "lpart"),
                      _assembled(),
                      header=HEADER, ensure_row_contiguous=False)
+# The CUDA-only variant: the two-stage partial whose stagers copy K / V with cp.async into a ring (ring_slots).
+PARTIAL_RING = KernelSpec("multi_query_partial_ring", PARTIAL.input_names, PARTIAL.output_names, _assembled(ring=True),
+                          header=HEADER, ensure_row_contiguous=False, arms=("cuda",))
 MERGE = KernelSpec("multi_query_merge", ("opart", "mpart", "lpart"), ("out",), MERGE_SOURCE, header=MERGE_HEADER)
 # The merge body spells MERGE_DIMS as 32 lanes x 4 dims (one float4 load each) in its buffers and indices; merge_launch's
 # grid uses the Python constant: the two must not drift apart.
@@ -756,6 +884,25 @@ def _two_stages_fit(nq: int, d: int) -> bool:
     return two_blocks <= STATIC_SHARED_BYTES and simdgroups(nq, d, 2) <= MAX_PIPELINED_SIMDGROUPS
 
 
+def ring_shared_bytes(d: int, dtype: mx.Dtype, ring: int) -> int:
+    """Dynamic shared memory of the ring partial: the two-stage half buffers, then ``ring`` raw slots of one block of
+    K and one of V in ``dtype``."""
+    bk = block_keys(d)
+    return 2 * 2 * bk * (d + ROW_PAD) * 2 + ring * 2 * bk * d * dtype.size
+
+
+def ring_slots(nq: int, d: int, dtype: mx.Dtype, arm: str) -> int:
+    """Raw slots of the CUDA-only ring partial on ``arm``, or 0 for the two-stage (or one-stage) partial: RING_SLOTS
+    on CUDA where two stages exist (``pipeline_stages``) and the shared memory fits (``ring_shared_bytes``), else 0.
+    Metal has no cp.async (the ring body is CUDA's alone: ``PARTIAL_RING.arms``).
+
+    The ring changes where the stagers' loads wait, not a number: its half buffers hold what the two-stage stagers
+    store, so its results are bit-identical to two stages (``test_ring_matches_one_stage``)."""
+    if not RING_SLOTS or pipeline_stages(nq, d, arm) != 2:
+        return 0
+    return RING_SLOTS if ring_shared_bytes(d, dtype, RING_SLOTS) <= MAX_DYNAMIC_SHARED_BYTES else 0
+
+
 # --- validation -------------------------------------------------------------
 
 
@@ -803,13 +950,19 @@ def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
 
 
 def partial_launch(q: mx.array, keys: mx.array, values: mx.array, scale: mx.array, splits: int,
-                   stages: int = 1) -> Launch:
+                   stages: int = 1, ring: int = 0) -> Launch:
     """The partial pass (``q`` contiguous; ``scale`` the softmax scale as a one-element array in q's dtype: the
-    body rounds q * scale to it, as the seed's separate multiply did; ``stages``: 1 or 2, ``pipeline_stages``).
+    body rounds q * scale to it, as the seed's separate multiply did; ``stages``: 1 or 2, ``pipeline_stages``;
+    ``ring``: 0, or the raw slots of the CUDA-only ring partial, ``ring_slots``, which needs two stages).
     N and the split count are not template constants (the body reads them from the keys' shape and the grid):
     one compilation serves a growing cache."""
     if stages not in (1, 2):
         raise ValueError(f"stages must be 1 or 2, got {stages!r}")
+    if isinstance(ring, bool) or not isinstance(ring, int) or (ring and not 2 <= ring <= MAX_RING_SLOTS):
+        raise ValueError(f"ring must be 0 or an int in [2, {MAX_RING_SLOTS}], got {ring!r}")
+    if ring and stages != 2:
+        raise ValueError(f"ring={ring} needs stages=2 (the ring replaces the two-stage partial's stagers), "
+                         f"got stages={stages}")
     _, h, L, d = q.shape
     kvh = keys.shape[1]
     rep = h // kvh
@@ -824,10 +977,13 @@ def partial_launch(q: mx.array, keys: mx.array, values: mx.array, scale: mx.arra
     template = (("T", q.dtype), ("L", L), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq), ("BK", bk),
                 ("KS", d + ROW_PAD), ("THREADS", threads), ("TILES", tiles_per_simdgroup(nq, d)),
                 ("STAGES", stages), ("STAGERS", stagers), ("ITEMS", -(-bk // rows_per_pass)))
-    return Launch(PARTIAL, (q, keys, values, scale), template, grid=(threads * splits, kvh, 1),
+    spec, shared = PARTIAL, 0
+    if ring:
+        spec, shared, template = PARTIAL_RING, ring_shared_bytes(d, q.dtype, ring), template + (("RING", ring),)
+    return Launch(spec, (q, keys, values, scale), template, grid=(threads * splits, kvh, 1),
                   threadgroup=(threads, 1, 1),
                   output_shapes=((splits, kvh, nq, d), (splits, kvh, nq), (splits, kvh, nq)),
-                  output_dtypes=(mx.float32, mx.float32, mx.float32))
+                  output_dtypes=(mx.float32, mx.float32, mx.float32), shared_memory=shared)
 
 
 def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dtype, heads: int,
@@ -875,8 +1031,10 @@ def _compiled_call(arm: str, scale: float, splits: int, signature: tuple):
 
     def call(q, keys, values):
         scale_t = _scale_array(scale, q.dtype)
-        stages = pipeline_stages(q.shape[1] // keys.shape[1] * q.shape[2], q.shape[3], arm)
-        opart, mpart, lpart = partial_launch(mx.contiguous(q), keys, values, scale_t, splits, stages).run(arm)
+        nq, d = q.shape[1] // keys.shape[1] * q.shape[2], q.shape[3]
+        stages = pipeline_stages(nq, d, arm)
+        ring = ring_slots(nq, d, q.dtype, arm)
+        opart, mpart, lpart = partial_launch(mx.contiguous(q), keys, values, scale_t, splits, stages, ring).run(arm)
         (out,) = merge_launch(opart, mpart, lpart, q.dtype, q.shape[1], q.shape[2]).run(arm)
         return out
 

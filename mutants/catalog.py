@@ -355,6 +355,15 @@ CATALOG: tuple[Mutant, ...] = (
          graph(MULTI, "s = qf @ k[:, :, b].swapaxes(-1, -2)", "s = qf @ k[:, :, min(b + 1, blocks - 1)].swapaxes(-1, -2)")),
         (MULTI_GATE % "bfloat16-H32-KVH8-L8-N4096-D128-slice",)),
     Mutant(
+        "multi_query_ring_converts_the_slot_being_filled",
+        "the ring partial's stagers (CUDA) convert block i from the slot their cp.async copies of block i + 1 are "
+        "filling (the graph arm mirrors the effect, block i's scores from block i + 1's keys)",
+        "multi_query",
+        (body(MULTI, "const T* const slot = raw + (b % (uint)RING) * (uint)(2 * BK * D);",
+              "const T* const slot = raw + ((b + 1u) % (uint)RING) * (uint)(2 * BK * D);"),
+         graph(MULTI, "s = qf @ k[:, :, b].swapaxes(-1, -2)", "s = qf @ k[:, :, min(b + 1, blocks - 1)].swapaxes(-1, -2)")),
+        (MULTI_GATE % "bfloat16-H32-KVH8-L8-N4096-D128-slice",)),  # the ring is CUDA's default at NQ 32 / D 128
+    Mutant(
         "multi_query_staging_items_floored",
         "the stagers' items per block rounded down (BK / rows per pass): where the passes do not divide a block, its "
         "last rows are never staged and the tiles read the previous block's",

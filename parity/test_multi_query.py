@@ -107,34 +107,55 @@ def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch):
 
 # (H, KVH, L, N, D, splits, layout): shapes where CUDA takes the two-stage partial (pipeline_stages), with several
 # blocks per split, a split ending inside a block, views with strided loads, and empty splits (N 40 over 64 splits).
+# "rows132": K / V rows 132 elements apart (a cache of head dim 132 sliced to 128): 4-wide loads, but rows not
+# 16-byte aligned, so the ring partial's stagers take the register path.
 TWO_STAGE_GEOMETRIES = [
     (32, 8, 8, 1000, 128, 5, "slice"),  # NQ 32: two tiles per SIMD group, 2 stagers
     (64, 8, 8, 700, 128, None, "transposed"),  # NQ 64: six SIMD groups, strided loads
     (16, 8, 8, 600, 256, 3, "heads"),  # D 256: 16-key blocks
     (8, 2, 1, 40, 64, 64, "contiguous"),  # NQ 4, splits past N: some empty
+    (16, 4, 4, 300, 128, 3, "rows132"),  # rows not 16-byte aligned
 ]
+# The pipelined schedules held to one stage: (stages, ring slots). Two stages; the ring at its default and at 4
+# slots (ring 4: three blocks ahead, the ring wrapping within a split of 1000 keys).
+PIPELINED = [(2, 0), (2, 2), (2, 4)]
+
+
+def _rows132(x: mx.array) -> mx.array:
+    """``x`` [1, KVH, N, 128] as a slice of a cache of head dim 132 (poisoned past 128)."""
+    wide = mx.concatenate([x, mx.full(x.shape[:3] + (4,), float("nan"), dtype=x.dtype)], axis=-1)
+    return mx.contiguous(wide)[..., :128]
 
 
 @pytest.mark.arms("cuda")
+@pytest.mark.parametrize("schedule", PIPELINED, ids=lambda s: f"stages{s[0]}-ring{s[1]}")
 @pytest.mark.parametrize("geometry", TWO_STAGE_GEOMETRIES, ids=geometry_id)
-def test_two_stages_match_one_stage(arm, gate, geometry):
-    """The two-stage partial (CUDA: stagers fill block i + 1 while the tiles compute block i) runs the same blocks
-    and products as the one-stage partial (Metal's schedule), so its output is bit-identical to it."""
+def test_pipelined_partials_match_one_stage(arm, gate, geometry, schedule):
+    """The two-stage partial (CUDA: stagers fill block i + 1 while the tiles compute block i) and the ring partial
+    (CUDA only: its stagers copy RING - 1 blocks ahead with cp.async and convert from shared memory) run the same
+    blocks and products as the one-stage partial (Metal's schedule), and stage the same half values: their outputs
+    are bit-identical to it."""
     import impl.multi_query as mq
 
     h, kvh, L, n, d, splits, layout = geometry
     case = build_multi_query_case(np.random.default_rng(n), dtype="bfloat16", h=h, kvh=kvh, L=L, n=n, d=d,
-                                  splits=splits, layout=layout)
+                                  splits=splits, layout="contiguous" if layout == "rows132" else layout)
+    keys, values = case.k_mx, case.v_mx
+    if layout == "rows132":
+        keys, values = _rows132(keys), _rows132(values)
+        assert mx.array_equal(keys, case.k_mx).item() and mx.array_equal(values, case.v_mx).item()
     nq = h // kvh * L
     assert mq.pipeline_stages(nq, d, arm) == 2, "the geometry must be one CUDA runs in two stages"
     outs = []
-    for stages in (1, 2):
+    for stages, ring in ((1, 0), schedule):
         q = mx.contiguous(case.q_mx)
-        partial = mq.partial_launch(q, case.k_mx, case.v_mx, mx.array([case.scale], dtype=q.dtype),
-                                    splits or default_splits(n, kvh), stages)
+        partial = mq.partial_launch(q, keys, values, mx.array([case.scale], dtype=q.dtype),
+                                    splits or default_splits(n, kvh), stages, ring)
         opart, mpart, lpart = partial.run(arm)
         outs.append(mq.merge_launch(opart, mpart, lpart, q.dtype, h, L).run(arm)[0])
-    gate.bit_exact(outs[1], outs[0], what="two-stage partial against one stage", kernel=KERNEL, case=case.id)
+    stages, ring = schedule
+    gate.bit_exact(outs[1], outs[0], what=f"{'ring' if ring else 'two-stage'} partial ({stages} stages, ring {ring}) "
+                   "against one stage", kernel=KERNEL, case=f"{case.id}-{layout}-stages{stages}-ring{ring}")
 
 
 # The split merge alone against the float64 oracle ``reference.attention.split_merge_ref``, on partials built to
@@ -235,3 +256,39 @@ def test_launch_geometry_stages_every_row():
     assert mq.pipeline_stages(32, 128, "metal") == 1 and mq.pipeline_stages(32, 128, "cuda") == 2
     with pytest.raises(ValueError, match="stages must be 1 or 2"):
         mq.partial_launch(mx.zeros((1, 4, 1, 64), mx.bfloat16), kv[..., :64], kv[..., :64], scale, 1, 3)
+
+
+def test_ring_geometry_fits_and_refuses_what_it_cannot_run():
+    """The ring partial (CUDA only): wherever CUDA runs two stages, for every dtype, the default ring exists, its
+    16-byte copies tile a row exactly (D * itemsize a multiple of 16: the body's ROW_CHUNKS), and its dynamic
+    shared memory (half buffers + RING raw slots) is what the launch asks for, within the 227 KiB an H200 grants;
+    Metal never gets it; bad ring arguments are refused naming ``ring``, and a Metal compile of the CUDA-only spec
+    is refused before any compiler runs."""
+    import impl.multi_query as mq
+    from impl.kernels import MAX_DYNAMIC_SHARED_BYTES, compiled_kernel
+
+    for dtype in (mx.bfloat16, mx.float16, mx.float32):
+        scale = mx.ones((1,), dtype)
+        for d in range(8, mq.MAX_HEAD_DIM + 1, 8):
+            kv = mx.zeros((1, 1, 16, d), dtype)
+            for nq in range(1, mq.MAX_VECTORS + 1):
+                ring = mq.ring_slots(nq, d, dtype, "cuda")
+                assert mq.ring_slots(nq, d, dtype, "metal") == 0
+                if mq.pipeline_stages(nq, d, "cuda") != 2:
+                    assert ring == 0, (d, nq)
+                    continue
+                assert ring == mq.RING_SLOTS, (dtype, d, nq)
+                launch = mq.partial_launch(mx.zeros((1, nq, 1, d), dtype), kv, kv, scale, 1, 2, ring)
+                t = dict(launch.template)
+                assert launch.spec is mq.PARTIAL_RING and t["RING"] == ring and t["STAGES"] == 2
+                assert d * dtype.size % 16 == 0
+                assert launch.shared_memory == mq.ring_shared_bytes(d, dtype, ring) <= MAX_DYNAMIC_SHARED_BYTES
+                assert launch.shared_memory == 2 * 2 * t["BK"] * t["KS"] * 2 + ring * 2 * t["BK"] * d * dtype.size
+    q, kv, scale = mx.zeros((1, 32, 1, 128), mx.bfloat16), mx.zeros((1, 1, 64, 128), mx.bfloat16), mx.ones((1,), mx.bfloat16)
+    for bad in (1, mq.MAX_RING_SLOTS + 1, True, 2.0, -2):
+        with pytest.raises(ValueError, match="ring must be 0 or an int"):
+            mq.partial_launch(q, kv, kv, scale, 1, 2, bad)
+    with pytest.raises(ValueError, match="ring=2 needs stages=2"):
+        mq.partial_launch(q, kv, kv, scale, 1, 1, 2)
+    with pytest.raises(ValueError, match="cuda-only kernel; arm 'metal'"):
+        compiled_kernel(mq.PARTIAL_RING, "metal", (mx.bfloat16,) * 4, 0)

@@ -13,13 +13,14 @@ The graph arm of each kernel lives with the kernel (``impl/paged_attention.py``,
 ``impl/normalized_argmax.py``): it needs no compiler.
 """
 
-from .compile import (COMPILED_ARMS, CUDA_PRELUDE, METAL_PRELUDE, TRACES_KEPT, KernelSpec, Launch, TemplateArg,
-                      compiled_kernel, full_header, input_signature)
+from .compile import (COMPILED_ARMS, CUDA_PRELUDE, MAX_DYNAMIC_SHARED_BYTES, METAL_PRELUDE, TRACES_KEPT, KernelSpec,
+                      Launch, TemplateArg, compiled_kernel, full_header, input_signature)
 from .cuda_source import MLX_CUDA_DEFAULT_HEADER, cuda_translation_unit
 
 __all__ = [
     "COMPILED_ARMS",
     "CUDA_PRELUDE",
+    "MAX_DYNAMIC_SHARED_BYTES",
     "METAL_PRELUDE",
     "MLX_CUDA_DEFAULT_HEADER",
     "KernelSpec",

@@ -12,6 +12,12 @@ compiles the spec for the arm and calls it:
   bodies use. ``Launch.cuda_source()`` renders the translation unit MLX would
   compile, for the nvcc test (``impl/kernels/test_cuda_compile.py``).
 
+A spec whose body uses what only one arm has says so (``arms``: a CUDA-only
+variant, e.g. one with ``cp.async``), and a launch may ask for dynamic shared
+memory (``shared_memory``, bytes: CUDA's ``extern __shared__``, which
+``mx.fast.cuda_kernel`` takes at construction and opts the kernel into above
+48 KiB; an H200 allows 227 KiB per threadgroup).
+
 Kernel names: MLX's CUDA backend caches compiled modules by kernel name alone
 (in memory and as PTX under ``$TMPDIR/mlx/<version>/ptx``), and names carry
 only the template arguments, not the input dtypes or the source. So the name
@@ -32,6 +38,7 @@ import mlx.core as mx
 __all__ = [
     "CUDA_PRELUDE",
     "COMPILED_ARMS",
+    "MAX_DYNAMIC_SHARED_BYTES",
     "METAL_PRELUDE",
     "KernelSpec",
     "Launch",
@@ -54,6 +61,10 @@ METAL_PRELUDE = ("#ifndef METAL_FUNC\n#define METAL_FUNC inline\n#endif\n"
                  "METAL_FUNC float half_bits_as_float(uint x) { return float(as_type<half>(ushort(x))); }\n")
 
 TemplateArg = int | bool | mx.Dtype
+# The most dynamic shared memory a threadgroup may ask for: an H100 / H200 (sm_90) block's opt-in maximum,
+# 227 KiB (CUDA programming guide, compute capability 9.0), measured to launch on the H200 with MLX 0.32.4
+# (perf/runs/2026-11-30-h200-session8/callG6).
+MAX_DYNAMIC_SHARED_BYTES = 227 * 1024
 
 
 @dataclass(frozen=True)
@@ -66,8 +77,11 @@ class KernelSpec:
     source: str
     header: str = ""
     ensure_row_contiguous: bool = True
+    arms: tuple[str, ...] = COMPILED_ARMS  # the compiled arms whose compiler takes this body
 
     def __post_init__(self):
+        if not self.arms or not set(self.arms) <= set(COMPILED_ARMS):
+            raise ValueError(f"arms must be a non-empty subset of {COMPILED_ARMS}, got {self.arms!r}")
         if not self.name.isidentifier():
             raise ValueError(f"name must be a C identifier, got {self.name!r}")
         names = self.input_names + self.output_names
@@ -112,14 +126,22 @@ def _preludes_digest(metal: str, cuda: str) -> str:
 
 
 @lru_cache(maxsize=None)
-def compiled_kernel(spec: KernelSpec, arm: str, input_dtypes: tuple[mx.Dtype, ...]):
-    """The ``mx.fast`` kernel object for ``spec`` on ``arm`` (built once per input dtypes)."""
+def compiled_kernel(spec: KernelSpec, arm: str, input_dtypes: tuple[mx.Dtype, ...], shared_memory: int = 0):
+    """The ``mx.fast`` kernel object for ``spec`` on ``arm`` (built once per input dtypes and dynamic shared
+    memory: MLX takes the latter at construction)."""
     factory = {"metal": mx.fast.metal_kernel, "cuda": mx.fast.cuda_kernel}.get(arm)
     if factory is None:
         raise ValueError(f"arm must be one of {COMPILED_ARMS}, got {arm!r}")
+    if arm not in spec.arms:
+        raise ValueError(f"{spec.name} is a {'/'.join(spec.arms)}-only kernel; arm {arm!r} cannot compile it")
+    extra = {}
+    if shared_memory:
+        if arm != "cuda":
+            raise ValueError(f"shared_memory (dynamic shared memory) is CUDA's; arm {arm!r} has none")
+        extra["shared_memory"] = shared_memory
     return factory(name=kernel_name(spec, input_dtypes), input_names=list(spec.input_names),
                    output_names=list(spec.output_names), source=spec.source, header=full_header(spec, arm),
-                   ensure_row_contiguous=spec.ensure_row_contiguous)
+                   ensure_row_contiguous=spec.ensure_row_contiguous, **extra)
 
 
 @dataclass(frozen=True)
@@ -137,8 +159,13 @@ class Launch:
     threadgroup: tuple[int, int, int]
     output_shapes: tuple[tuple[int, ...], ...]
     output_dtypes: tuple[mx.Dtype, ...]
+    shared_memory: int = 0  # bytes of dynamic shared memory (CUDA: the body's extern __shared__ array)
 
     def __post_init__(self):
+        if isinstance(self.shared_memory, bool) or not isinstance(self.shared_memory, int) or not (
+                0 <= self.shared_memory <= MAX_DYNAMIC_SHARED_BYTES):
+            raise ValueError(f"{self.spec.name}: shared_memory must be an int in [0, {MAX_DYNAMIC_SHARED_BYTES}] "
+                             f"bytes, got {self.shared_memory!r}")
         if len(self.inputs) != len(self.spec.input_names):
             raise ValueError(f"{self.spec.name}: {len(self.inputs)} inputs for names {self.spec.input_names}")
         if not (len(self.output_shapes) == len(self.output_dtypes) == len(self.spec.output_names)):
@@ -153,7 +180,7 @@ class Launch:
         return kernel_name(self.spec, self.input_dtypes)
 
     def run(self, arm: str) -> list[mx.array]:
-        kernel = compiled_kernel(self.spec, arm, self.input_dtypes)
+        kernel = compiled_kernel(self.spec, arm, self.input_dtypes, self.shared_memory)
         return kernel(inputs=list(self.inputs), template=list(self.template), grid=self.grid,
                       threadgroup=self.threadgroup, output_shapes=list(self.output_shapes),
                       output_dtypes=list(self.output_dtypes))

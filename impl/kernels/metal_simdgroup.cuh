@@ -514,4 +514,26 @@ METAL_FUNC void simdgroup_multiply_accumulate_rows16_k16(
   }
 }
 
+// --- asynchronous copies (CUDA only) -----------------------------------------------
+//
+// Not Metal: the CUDA-only variants that use them (impl.multi_query's ring partial, KernelSpec.arms = ("cuda",))
+// never compile for Metal. `cp.async` (sm_80+) copies global memory into shared memory without a register: the
+// copy stays in flight while the thread goes on, so a thread can keep several blocks of K / V outstanding, which
+// register staging cannot (its loads hold registers until they land, and a barrier waits for them).
+//
+// async_copy16(dst, src): 16 bytes, both 16-byte aligned; `.cg` caches in L2 only (the K / V stream is read once).
+// async_copy_commit(): closes the group of this thread's copies issued since the last commit (an empty group too).
+// async_copy_wait<PENDING>(): waits until at most PENDING of this thread's committed groups are still in flight;
+// the completed copies are then visible to this thread (only: a thread reads back what it copied itself, or a
+// barrier must follow).
+METAL_FUNC void async_copy16(void* dst, const void* src) {
+  const unsigned shared = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared), "l"(src) : "memory");
+}
+METAL_FUNC void async_copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int PENDING>
+METAL_FUNC void async_copy_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
+}
+
 #endif  // MLXGATE_METAL_SIMDGROUP_CUH

@@ -162,3 +162,35 @@ def test_kernel_names_change_with_a_prelude(monkeypatch, prelude):
     before = launch.name
     monkeypatch.setattr(compile_module, prelude, getattr(compile_module, prelude) + "\n// edited\n")
     assert launch.name != before and launch.name.startswith(f"{argmax.ROW.name}_")
+
+
+def test_cuda_only_specs_and_dynamic_shared_memory_are_checked(monkeypatch):
+    """A spec names the compiled arms whose compiler takes its body (``arms``); a launch's dynamic shared memory
+    is CUDA's, an int within the H200's 227 KiB. Refused before any compiler runs: a Metal build of a CUDA-only body,
+    shared memory on Metal, a bad ``arms`` or ``shared_memory``. On CUDA the bytes reach ``mx.fast.cuda_kernel``
+    (taken at construction), and only there."""
+    from impl.kernels import MAX_DYNAMIC_SHARED_BYTES, KernelSpec, compiled_kernel
+
+    cuda_only = KernelSpec("probe_cuda_only", ("x",), ("y",), "y[0] = x[0];", arms=("cuda",))
+    both = KernelSpec("probe_both", ("x",), ("y",), "y[0] = x[0];")
+    assert both.arms == ("metal", "cuda")
+    with pytest.raises(ValueError, match="probe_cuda_only is a cuda-only kernel; arm 'metal'"):
+        compiled_kernel(cuda_only, "metal", (mx.float32,))
+    with pytest.raises(ValueError, match="shared_memory .* is CUDA's; arm 'metal'"):
+        compiled_kernel(both, "metal", (mx.float32,), 1024)
+    for bad in ((), ("vulkan",), ("cuda", "rocm")):
+        with pytest.raises(ValueError, match="arms must be a non-empty subset"):
+            KernelSpec("probe", ("x",), ("y",), "y[0] = x[0];", arms=bad)
+    x = mx.zeros((1,), mx.float32)
+    for bad in (-1, MAX_DYNAMIC_SHARED_BYTES + 1, True, 1.5):
+        with pytest.raises(ValueError, match="shared_memory must be an int"):
+            Launch(both, (x,), (), (1, 1, 1), (1, 1, 1), ((1,),), (mx.float32,), shared_memory=bad)
+    asked = []
+    monkeypatch.setattr(mx.fast, "cuda_kernel", lambda **kw: asked.append(kw))
+    compiled_kernel.cache_clear()
+    try:
+        compiled_kernel(cuda_only, "cuda", (mx.float32,), 65536)
+        compiled_kernel(cuda_only, "cuda", (mx.float32,))
+    finally:
+        compiled_kernel.cache_clear()  # the stand-in's results must not outlive the test
+    assert asked[0]["shared_memory"] == 65536 and "shared_memory" not in asked[1]

@@ -16,7 +16,8 @@ kvq4 GQA factors 2 / 4 / 6 / 10 (10: the largest whose threadgroup memory fits
 CUDA) and blocks 512 / 100 / 64 (100: not a multiple of SUB; 4 / 512: the
 instantiation of the H200's 32/8/N32k benchmark at the default block), each
 with its merge; multi-query head
-dims 64 / 80 / 128 / 256, L 1..8, NQ up to 64, default and forced splits;
+dims 64 / 80 / 128 / 256, L 1..8, NQ up to 64, default and forced splits, one stage, two and the CUDA-only ring
+partial (cp.async, dynamic shared memory) where CUDA runs two;
 and ``SIMDGROUP_PROBE``, a kernel that exercises the simdgroup-matrix prelude
 alone: ``test_simdgroup_matrix_semantics`` runs it on the compiled arms
 (metal, cuda) and holds it bit-exact to NumPy, which checks the CUDA prelude's
@@ -71,10 +72,15 @@ def multi_query_launches(dtypes=DTYPES, geometries=MULTI_QUERY_GEOMETRIES) -> li
     for dtype in dtypes:
         for h, kvh, L, d, n, splits in geometries:
             q, kv = mx.zeros((1, h, L, d), dtype), mx.zeros((1, kvh, n, d), dtype)
-            # Both schedules where CUDA takes two stages (Metal runs one: impl.multi_query.pipeline_stages).
-            for stages in sorted({1, mq.pipeline_stages(h // kvh * L, d, "cuda")}):
+            # Every schedule where CUDA takes two stages (Metal runs one: impl.multi_query.pipeline_stages): one
+            # stage, two, and the CUDA-only ring partial at its default slots and at 4 (ring_slots).
+            nq = h // kvh * L
+            schedules = [(1, 0)]
+            if mq.pipeline_stages(nq, d, "cuda") == 2:
+                schedules += [(2, 0), (2, mq.ring_slots(nq, d, dtype, "cuda")), (2, 4)]
+            for stages, ring in schedules:
                 partial = mq.partial_launch(q, kv, kv, mx.ones((1,), dtype), splits or mq.default_splits(n, kvh),
-                                            stages)
+                                            stages, ring)
                 launches.append(partial)
             opart, mpart, lpart = (mx.zeros(s, mx.float32) for s in partial.output_shapes)
             launches.append(mq.merge_launch(opart, mpart, lpart, dtype, h, L))
