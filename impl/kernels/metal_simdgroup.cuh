@@ -45,6 +45,8 @@
 //   (`SG_FRAGMENT_LAYOUT`, below) the bodies address thread_elements() by.
 // * `simdgroup_load_x4(m0, m1, m2, m3, src, elements_per_row, transpose)`: four
 //   side-by-side 8x8 loads, one `ldmatrix.x4` on the tensor-core path (below).
+// * `async_copy16` / `async_copy_commit` / `async_copy_wait<N>`: cp.async, CUDA only (the end of this file):
+//   for CUDA-only variants (`KernelSpec.arms`), never a Metal body.
 // * `simdgroup_multiply_accumulate_rows16(d0, d1, a0, a1, b)`: d0 += a0 * b and
 //   d1 += a1 * b, two 8-row tiles times one matrix. Not a Metal function: a
 //   kernel header that uses it defines it as those two Metal products unless
