@@ -217,7 +217,7 @@ single-row calls (3.1x; session 5's pool 2.5x); at 16/8/L8/D256 0.191 against 1.
 32/8/L8/D128 162 (two stages), 168 (one); 16/8/L8/D256 219 / 232; 64/8/L8/D128
 168 at 192 threads (two stages: 2 threadgroups per SM).
 
-Session 10 (``perf/runs/2026-11-30-h200-session10``, calls R1-R3; its README lists them):
+Session 10 (``perf/runs/2026-11-30-h200-session10``, calls R1-R7; its README lists them):
 
 * the ring partial (cp.async, above), measured against the two-stage partial at ring 2 / 3 / 4 and split counts
   16 / 32 / 64 (``callR1/ring_sweep.txt``): 8-12% faster at D256 in every protocol, equal at 32/8/L8/D128, within
@@ -226,6 +226,11 @@ Session 10 (``perf/runs/2026-11-30-h200-session10``, calls R1-R3; its README lis
   alone stays at 53.4 against 53.7 us pipelined8 (the stream floor is 34.5).
 * one tile per SIMD group at NQ = 32 with the ring (4 computing SIMD groups + 2 stagers, 144 registers, 2
   threadgroups per SM; ``callR2/tiles_sweep.txt``): 17% slower in eval8 (131.7 against 112.1 us), so not used.
+* ncu on the ring partial at 32/8/L8/D128 (``callR5/prof``): 96.1 us alone against the two-stage's 104.6; the
+  stagers wait at the role barrier 4.6x as often as the tiles (the tiles set the pace); 15% of the stall samples on
+  the prologue's conversion of ``scale[0]``, which every warp waited for. q and the scale are now read in the tiles'
+  branch only (``callR6/prologue_probe.txt``): bit-identical, the partial alone 1-5% faster at D128 in every
+  protocol, unchanged at D256; 94.3 us under ncu, 168 registers (3 threadgroups per SM still).
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
@@ -409,33 +414,39 @@ PARTIAL_SOURCE = """
   // Run-time cache length and split count: one compiled instance serves every N.
   const uint n = (uint)k_shape[2], splits = threadgroups_per_grid.x;
   const uint fm = sg_fragment_row(lane), fn = sg_fragment_col(lane);
-KV_BUFFERS  // Query tiles: TILES 8-row tiles per SIMD group, tile t holding rows (sg * TILES + t) * 8 .. + 7 of the head
+KV_BUFFERS
+  // Query tiles: TILES 8-row tiles per SIMD group, tile t holding rows (sg * TILES + t) * 8 .. + 7 of the head
   // group's rep·L vectors; every K / V fragment loaded serves all of them.
   const bool tile = sg * (uint)TILES * 8u < (uint)NQ;  // simdgroups past the tiles only stage K/V
-  const float qscale = float(scale[0]);                // the softmax scale, in T
   metal::simdgroup_half8x8 qf[TILES][D / 8];
   metal::simdgroup_float8x8 o[TILES][D / 8];
   float m[TILES], l[TILES];
   uint limit[TILES];                                   // keys <= limit[t] are visible to this lane's row of tile t
   bool rowOks[TILES];
-  UNROLL_FULL
-  for (uint t = 0; t < (uint)TILES; ++t) {
-    const uint row = (sg * (uint)TILES + t) * 8u + fm;  // this lane's fragment row
-    const bool rowOk = row < (uint)NQ;
-    const uint rr = rowOk ? row / (uint)L : 0u, qi = rowOk ? row % (uint)L : 0u;
-    const auto qp = q + ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D;
-    // Q * scale rounded to T (the seed's mulScalar in T), then to half.
+  // Only the tiles read q and the scale: the SIMD groups past them stage their first block at once. (When every warp
+  // read scale[0] here, 15% of the ring partial's stall samples were warps, stagers included, waiting for it before
+  // any copy went out: ncu on the H200, perf/runs/2026-11-30-h200-session10/callR5.)
+  if (tile) {
+    const float qscale = float(scale[0]);                // the softmax scale, in T
     UNROLL_FULL
-    for (uint f = 0; f < (uint)D / 8u; ++f) {
-      qf[t][f].thread_elements()[0] = rowOk ? half(T(float(qp[8u * f + fn]) * qscale)) : half(0.0f);
-      qf[t][f].thread_elements()[1] = rowOk ? half(T(float(qp[8u * f + fn + 1u]) * qscale)) : half(0.0f);
+    for (uint t = 0; t < (uint)TILES; ++t) {
+      const uint row = (sg * (uint)TILES + t) * 8u + fm;  // this lane's fragment row
+      const bool rowOk = row < (uint)NQ;
+      const uint rr = rowOk ? row / (uint)L : 0u, qi = rowOk ? row % (uint)L : 0u;
+      const auto qp = q + ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D;
+      // Q * scale rounded to T (the seed's mulScalar in T), then to half.
+      UNROLL_FULL
+      for (uint f = 0; f < (uint)D / 8u; ++f) {
+        qf[t][f].thread_elements()[0] = rowOk ? half(T(float(qp[8u * f + fn]) * qscale)) : half(0.0f);
+        qf[t][f].thread_elements()[1] = rowOk ? half(T(float(qp[8u * f + fn + 1u]) * qscale)) : half(0.0f);
+      }
+      UNROLL_FULL
+      for (uint f = 0; f < (uint)D / 8u; ++f) o[t][f] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+      m[t] = -INFINITY;
+      l[t] = 0.0f;
+      limit[t] = n - (uint)L + qi;
+      rowOks[t] = rowOk;
     }
-    UNROLL_FULL
-    for (uint f = 0; f < (uint)D / 8u; ++f) o[t][f] = metal::make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-    m[t] = -INFINITY;
-    l[t] = 0.0f;
-    limit[t] = n - (uint)L + qi;
-    rowOks[t] = rowOk;
   }
   // Key range of this split, and its blocks of BK keys.
   const uint per = (n + splits - 1u) / splits;
@@ -750,7 +761,7 @@ def _assembled(ring: bool = False) -> str:
     assert PARTIAL_SOURCE.count("KV_BUFFERS") == PARTIAL_SOURCE.count("STAGER_LOOP") == PARTIAL_SOURCE.count("STAGE_BLOCK") == 1
     buffers, stagers = ((RING_BUFFERS_SOURCE, RING_STAGER_SOURCE.replace("STAGER_LOOP", STAGER_SOURCE.lstrip("\n")))
                         if ring else (BUFFERS_SOURCE, STAGER_SOURCE))
-    source = PARTIAL_SOURCE.replace("KV_BUFFERS", buffers.lstrip("\n")).replace("STAGER_LOOP", stagers.lstrip("\n"))
+    source = PARTIAL_SOURCE.replace("KV_BUFFERS\n", buffers.lstrip("\n")).replace("STAGER_LOOP", stagers.lstrip("\n"))
     return source.replace("STAGE_BLOCK", STAGE_SOURCE.lstrip("\n")).replace("COMPUTE_BLOCK", COMPUTE_SOURCE.lstrip("\n"))
 
 
@@ -897,7 +908,7 @@ def ring_slots(nq: int, d: int, dtype: mx.Dtype, arm: str) -> int:
     Metal has no cp.async (the ring body is CUDA's alone: ``PARTIAL_RING.arms``).
 
     The ring changes where the stagers' loads wait, not a number: its half buffers hold what the two-stage stagers
-    store, so its results are bit-identical to two stages (``test_ring_matches_one_stage``)."""
+    store, so its results are bit-identical to two stages (``test_pipelined_partials_match_one_stage``)."""
     if not RING_SLOTS or pipeline_stages(nq, d, arm) != 2:
         return 0
     return RING_SLOTS if ring_shared_bytes(d, dtype, RING_SLOTS) <= MAX_DYNAMIC_SHARED_BYTES else 0
