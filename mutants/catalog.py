@@ -540,9 +540,18 @@ CATALOG: tuple[Mutant, ...] = (
         "edited prelude's predecessor",
         "kernels.compile",
         (code("impl/kernels/compile.py",
-              "return f\"{spec.name}_{_digest(preludes, spec.header, spec.source, *map(str, input_dtypes))}\"",
-              "return f\"{spec.name}_{_digest(spec.header, spec.source, *map(str, input_dtypes))}\""),),
+              "return f\"{spec.name}_{_digest(preludes, spec.header, spec.source, *map(str, input_dtypes), *extra)}\"",
+              "return f\"{spec.name}_{_digest(spec.header, spec.source, *map(str, input_dtypes), *extra)}\""),),
         ("impl/kernels/test_cuda_compile.py::test_kernel_names_change_with_a_prelude[CUDA_PRELUDE]",)),
+    Mutant(
+        "kernel_name_ignores_shared_memory",
+        "kernel names leave out a launch's dynamic shared memory: MLX opts a kernel into it once per name, so a "
+        "launch asking for more than the first load's size would run with too little",
+        "kernels.compile",
+        (code("impl/kernels/compile.py",
+              "extra = (f\"shared_memory={shared_memory}\",) if shared_memory else ()",
+              "extra = ()"),),
+        ("impl/kernels/test_cuda_compile.py::test_cuda_only_specs_and_dynamic_shared_memory_are_checked",)),
     Mutant(
         "kvq4_one_trace_for_every_length",
         "the compiled kvq4 call is one function for every cache length: MLX keeps a trace per length for the "

@@ -22,8 +22,10 @@ Kernel names: MLX's CUDA backend caches compiled modules by kernel name alone
 (in memory and as PTX under ``$TMPDIR/mlx/<version>/ptx``), and names carry
 only the template arguments, not the input dtypes or the source. So the name
 given to MLX is ``<spec.name>_<digest>``, the digest covering the preludes, the
-header, the body and the input dtypes: a bf16 call and an f16 call of one spec, or
-an edited body or prelude, can never pick up each other's compiled kernel.
+header, the body and the input dtypes (and a launch's dynamic shared memory, when it
+asks for some: MLX opts a kernel into it once, when it first loads the name): a bf16
+call and an f16 call of one spec, or an edited body or prelude, can never pick up each
+other's compiled kernel.
 """
 
 from __future__ import annotations
@@ -110,14 +112,18 @@ def _digest(*parts: str) -> str:
     return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:10]
 
 
-def kernel_name(spec: KernelSpec, input_dtypes: tuple[mx.Dtype, ...]) -> str:
-    """The name handed to MLX: unique per prelude, header, body and input dtypes (module docstring).
+def kernel_name(spec: KernelSpec, input_dtypes: tuple[mx.Dtype, ...], shared_memory: int = 0) -> str:
+    """The name handed to MLX: unique per prelude, header, body, input dtypes and dynamic shared memory
+    (module docstring).
 
     The preludes are part of the name because MLX caches compiled kernels by name (the CUDA
-    backend on disk too): an edited prelude must never be served a build of the old one.
+    backend on disk too): an edited prelude must never be served a build of the old one. So is a
+    launch's dynamic shared memory (when it asks for any): MLX's CUDA backend sets a kernel's
+    shared-memory opt-in once, when it first loads the name, so two sizes must not share one.
     """
     preludes = _preludes_digest(METAL_PRELUDE, CUDA_PRELUDE)
-    return f"{spec.name}_{_digest(preludes, spec.header, spec.source, *map(str, input_dtypes))}"
+    extra = (f"shared_memory={shared_memory}",) if shared_memory else ()
+    return f"{spec.name}_{_digest(preludes, spec.header, spec.source, *map(str, input_dtypes), *extra)}"
 
 
 @lru_cache(maxsize=4)
@@ -139,7 +145,7 @@ def compiled_kernel(spec: KernelSpec, arm: str, input_dtypes: tuple[mx.Dtype, ..
         if arm != "cuda":
             raise ValueError(f"shared_memory (dynamic shared memory) is CUDA's; arm {arm!r} has none")
         extra["shared_memory"] = shared_memory
-    return factory(name=kernel_name(spec, input_dtypes), input_names=list(spec.input_names),
+    return factory(name=kernel_name(spec, input_dtypes, shared_memory), input_names=list(spec.input_names),
                    output_names=list(spec.output_names), source=spec.source, header=full_header(spec, arm),
                    ensure_row_contiguous=spec.ensure_row_contiguous, **extra)
 
@@ -177,7 +183,7 @@ class Launch:
 
     @property
     def name(self) -> str:
-        return kernel_name(self.spec, self.input_dtypes)
+        return kernel_name(self.spec, self.input_dtypes, self.shared_memory)
 
     def run(self, arm: str) -> list[mx.array]:
         kernel = compiled_kernel(self.spec, arm, self.input_dtypes, self.shared_memory)

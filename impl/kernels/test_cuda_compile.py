@@ -18,6 +18,7 @@ nothing is cached.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 
@@ -194,3 +195,8 @@ def test_cuda_only_specs_and_dynamic_shared_memory_are_checked(monkeypatch):
     finally:
         compiled_kernel.cache_clear()  # the stand-in's results must not outlive the test
     assert asked[0]["shared_memory"] == 65536 and "shared_memory" not in asked[1]
+    # MLX sets a kernel's shared-memory opt-in once per name: two sizes never share a name (no size: the old name).
+    names = {kw["name"] for kw in asked}
+    assert len(names) == 2
+    launch = Launch(cuda_only, (x,), (), (1, 1, 1), (1, 1, 1), ((1,),), (mx.float32,), shared_memory=65536)
+    assert launch.name in names and dataclasses.replace(launch, shared_memory=0).name in names
