@@ -404,6 +404,14 @@ CATALOG: tuple[Mutant, ...] = (
         "perf.cases",
         (code(PERF_CASES, "turn = itertools.cycle(launches)", "turn = itertools.cycle(launches[:1])"),),
         ("perf/tests/test_harness.py::test_a_rounds_calls_take_the_input_sets_in_turn",)),
+    Mutant(
+        "perf_ab_blocks_back_to_back",
+        "the interleaved A/B times each variant's blocks back to back instead of in turn: a drift of the host during "
+        "the run (the H200's pools moved 10-30% an hour apart) falls on one variant only",
+        "perf.interleaved",
+        (code("perf/interleaved.py", "    for _ in range(blocks):\n        for name, launch in calls.items():\n",
+              "    for name, launch in calls.items():\n        for _ in range(blocks):\n"),),
+        ("perf/tests/test_interleaved.py::test_every_variant_is_timed_in_every_block_in_turn",)),
 
     # --- masks --------------------------------------------------------------------
     Mutant(

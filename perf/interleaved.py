@@ -1,0 +1,115 @@
+"""Interleaved A/B: several variants of one call, timed block by block in one process.
+
+Pools of separate processes an hour apart move more than the changes they should judge. perf/RESULTS.md, tenth pass:
+normalized argmax, unchanged since pass 7, took 0.036 / 0.042 / 0.046 ms in three pools, while multi-query's ring
+partial was 8-12% faster than two stages at D256 interleaved in one process and invisible pool to pool. So a change
+is judged here: every block times every variant under every protocol once, in turn, and a variant's figure is the
+median over blocks of its block medians. A drift of the host or the device during the run then falls on all
+variants alike. (The pooled baseline stays what the regression gate compares against: ``perf.baseline``.)
+
+    results = interleaved({"before": launch_a, "after": launch_b}, blocks=5, rounds=20)
+    print(table(results))
+
+* A variant is a launch as ``perf.harness`` has it: a call that builds its MLX outputs and returns them.
+* ``in_turn(sets, call_of)`` is a launch that takes the input sets in turn (``perf.cases`` builds a group's sets:
+  with one set, a round's concurrent calls share their K / V in the GPU's L2; ninth pass).
+* Protocols are ``eval<B>`` (``perf.harness.batched``: B launches, one ``mx.eval``) and ``pipelined<B>``
+  (``perf.harness.Pipelined``: B launches submitted, the previous round awaited). The default set is the four the
+  sweeps of sessions 9 and 10 used: 8 calls per round as perf runs them, and one, as a decode step's calls run alone.
+
+The session-9 and session-10 probes under ``perf/runs/`` each carried a copy of this loop (kept as they ran).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+
+from perf.harness import Pipelined, _check_count, batched, time_call
+
+__all__ = ["PROTOCOLS", "in_turn", "interleaved", "parse_protocol", "per_call_seconds", "table"]
+
+PROTOCOLS = ("eval8", "pipelined8", "eval1", "pipelined1")
+_PROTOCOL = re.compile(r"(eval|pipelined)([1-9][0-9]*)")
+
+
+def parse_protocol(protocol: str) -> tuple[str, int]:
+    """``"eval8"`` -> ``("eval", 8)``; ``"pipelined1"`` -> ``("pipelined", 1)``."""
+    match = _PROTOCOL.fullmatch(protocol) if isinstance(protocol, str) else None
+    if match is None:
+        raise ValueError(f"protocol must be 'eval<B>' or 'pipelined<B>' with B >= 1 calls per round, got {protocol!r}")
+    return match[1], int(match[2])
+
+
+def per_call_seconds(launch: Callable[[], object], protocol: str, *, rounds: int, warmup: int = 2) -> float:
+    """The median over ``rounds`` rounds of ``protocol`` of one call's share of a round, in seconds."""
+    kind, batch = parse_protocol(protocol)
+    if kind == "eval":
+        return statistics.median(time_call(batched(launch, "mlx", batch), rounds=rounds, warmup=warmup)) / batch
+    round_ = Pipelined(launch, batch)
+    try:
+        return statistics.median(time_call(round_, rounds=rounds, warmup=warmup)) / batch
+    finally:
+        round_.finish()  # the last round's outputs: awaited, untimed
+
+
+def interleaved(calls: Mapping[str, Callable[[], object]], *, protocols: Sequence[str] = PROTOCOLS, blocks: int = 4,
+                rounds: int = 20, warmup: int = 3) -> dict[str, dict[str, list[float]]]:
+    """Each variant of ``calls`` (name -> launch) under each of ``protocols``, ``blocks`` times in turn.
+
+    ``warmup`` untimed calls of every variant come first (they take the JIT compilations). Returns, per name and
+    protocol, the block medians in seconds per call, in block order."""
+    if not isinstance(calls, Mapping) or not calls:
+        raise ValueError("calls must be a non-empty mapping of variant names to launches")
+    for name, launch in calls.items():
+        if not isinstance(name, str) or not callable(launch):
+            raise TypeError(f"calls must map str names to callables, got {name!r}: {type(launch).__name__}")
+    if isinstance(protocols, str) or not protocols:
+        raise ValueError(f"protocols must be a non-empty sequence of protocol names, got {protocols!r}")
+    protocols = tuple(protocols)
+    for protocol in protocols:
+        parse_protocol(protocol)
+    _check_count("blocks", blocks, 1)
+    _check_count("rounds", rounds, 1)
+    _check_count("warmup", warmup, 0)
+    import mlx.core as mx
+
+    for launch in calls.values():
+        for _ in range(warmup):
+            mx.eval(launch())
+    results = {name: {protocol: [] for protocol in protocols} for name in calls}
+    for _ in range(blocks):
+        for name, launch in calls.items():
+            for protocol in protocols:
+                results[name][protocol].append(per_call_seconds(launch, protocol, rounds=rounds))
+    return results
+
+
+def in_turn(sets: Sequence, call_of: Callable[[object], object]) -> Callable[[], object]:
+    """A launch that calls ``call_of(set)`` on ``sets`` in turn, one set per call."""
+    if isinstance(sets, (str, bytes)) or not isinstance(sets, Sequence) or not sets:
+        raise ValueError("sets must be a non-empty sequence of input sets")
+    if not callable(call_of):
+        raise TypeError(f"call_of must be callable, got {type(call_of).__name__}")
+    turn = itertools.cycle(sets)
+    return lambda: call_of(next(turn))
+
+
+def table(results: Mapping[str, Mapping[str, Sequence[float]]], *, unit: str = "us") -> str:
+    """One line per variant: the median over blocks per protocol, in ``unit`` per call (``us`` or ``ms``)."""
+    scale = {"us": 1e6, "ms": 1e3}.get(unit)
+    if scale is None:
+        raise ValueError(f"unit must be 'us' or 'ms', got {unit!r}")
+    if not results:
+        raise ValueError("results must hold at least one variant")
+    protocols = list(next(iter(results.values())))
+    width = max(len("variant"), *(len(name) for name in results))
+    lines = [f"{'variant':{width}s} " + " ".join(f"{p:>11s}" for p in protocols) + f"  ({unit} per call)"]
+    for name, by_protocol in results.items():
+        if list(by_protocol) != protocols:
+            raise ValueError(f"every variant needs the protocols {protocols}; {name!r} has {list(by_protocol)}")
+        lines.append(f"{name:{width}s} " + " ".join(f"{statistics.median(by_protocol[p]) * scale:11.1f}"
+                                                  for p in protocols))
+    return "\n".join(lines)
