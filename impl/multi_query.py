@@ -316,7 +316,7 @@ MAX_PIPELINED_SIMDGROUPS = 6
 # slots equal within the processes' noise (eval8 112.1 against 112.3 us in R2, 111.3 against 106.9 in R1;
 # pipelined1 78.7 against 85.1 and 90.5 against 96.2), where the two computing SIMD groups, not the loads, set the
 # pace; 3 or 4 slots lost 8-18% there: 83 KiB or more of shared memory per threadgroup leaves 2 resident per SM
-# instead of 3 (67.5 KiB each at 2 slots; 162 registers x 128 threads fit 3).
+# instead of 3 (67.5 KiB each at 2 slots; 168 registers x 128 threads, ncu's figure for MLX's build, fit 3).
 RING_SLOTS = 2
 MAX_RING_SLOTS = 8
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)

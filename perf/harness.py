@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["PROTOCOLS", "Case", "Measurement", "batched", "perf_record", "Pipelined", "summarize", "synchronizer",
-           "time_call", "time_case"]
+__all__ = ["PROTOCOLS", "Case", "Measurement", "batched", "check_count", "perf_record", "Pipelined", "summarize",
+           "synchronizer", "time_call", "time_case"]
 
 PROTOCOLS = ("eval", "pipelined")  # how a timed round waits (module docstring)
 
@@ -110,7 +110,7 @@ def batched(launch: Callable[[], object], runtime: str, batch: int, extra_s: flo
     layer's attention in one graph, so the per-``eval`` overhead is shared.
     ``extra_s``: a busy wait after the wait (the calibration's slowed variant).
     """
-    _check_count("batch", batch, 1)
+    check_count("batch", batch, 1)
     sync = synchronizer(runtime)
 
     def run():
@@ -131,7 +131,7 @@ class Pipelined:
     def __init__(self, launch: Callable[[], object], batch: int):
         import mlx.core as mx
 
-        self._mx, self._launch, self._batch = mx, launch, _check_count("batch", batch, 1)
+        self._mx, self._launch, self._batch = mx, launch, check_count("batch", batch, 1)
         self._pending = None
 
     def __call__(self) -> None:
@@ -153,7 +153,8 @@ def time_case(case: Case, *, rounds: int, warmup: int, batch: int = 1) -> list[f
     return [t / batch for t in time_call(call, rounds=rounds, warmup=warmup)]
 
 
-def _check_count(name: str, value, minimum: int) -> int:
+def check_count(name: str, value, minimum: int) -> int:
+    """``value`` if it is an int (not a bool) >= ``minimum``; else TypeError / ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < minimum:
@@ -165,8 +166,8 @@ def time_call(call: Callable[[], object], *, rounds: int, warmup: int = 1) -> li
     """Seconds of each of ``rounds`` calls, after ``warmup`` untimed ones (module docstring)."""
     if not callable(call):
         raise TypeError(f"call must be callable, got {type(call).__name__}")
-    _check_count("rounds", rounds, 1)
-    _check_count("warmup", warmup, 0)
+    check_count("rounds", rounds, 1)
+    check_count("warmup", warmup, 0)
     for _ in range(warmup):
         call()
     samples = []

@@ -27,7 +27,7 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
-from perf.harness import Pipelined, _check_count, batched, time_call
+from perf.harness import Pipelined, check_count, batched, time_call
 
 __all__ = ["PROTOCOLS", "in_turn", "interleaved", "parse_protocol", "per_call_seconds", "table"]
 
@@ -71,9 +71,9 @@ def interleaved(calls: Mapping[str, Callable[[], object]], *, protocols: Sequenc
     protocols = tuple(protocols)
     for protocol in protocols:
         parse_protocol(protocol)
-    _check_count("blocks", blocks, 1)
-    _check_count("rounds", rounds, 1)
-    _check_count("warmup", warmup, 0)
+    check_count("blocks", blocks, 1)
+    check_count("rounds", rounds, 1)
+    check_count("warmup", warmup, 0)
     import mlx.core as mx
 
     for launch in calls.values():
