@@ -232,6 +232,16 @@ Session 10 (``perf/runs/2026-11-30-h200-session10``, calls R1-R7; its README lis
   branch only (``callR6/prologue_probe.txt``): bit-identical, the partial alone 1-5% faster at D128 in every
   protocol, unchanged at D256; 94.3 us under ncu, 168 registers (3 threadgroups per SM still).
 
+Session 11 (``perf/runs/2026-11-30-h200-session11``, call S4; its README lists the calls): the ring's stagers convert
+a 16-byte chunk at a time in whole 32-bit words (``chunk_to_half``: a bfloat16 word's pair widened by a shift and a
+mask and rounded as one pair; a float16 chunk copied) instead of element by element through ``half4``, whose
+byte permutes made the conversion 39% of the partial's instructions. Bit-identical to the body before in every dtype
+at the three perf shapes; ncu at 32/8/L8/D128: 22.2 -> 19.3 M instructions (the conversion 8.6 -> 5.7 M).
+Interleaved (us per call, before -> after, eval8 / pipelined8 / eval1 / pipelined1): 16/8/L8/D256 the call
+137.8 / 103.6 / 208.3 / 125.2 -> 151.5 / 97.0 / 222.3 / 116.5, its partial alone 158.4 / 101.1 / 186.2 / 120.7 ->
+142.0 / 94.2 / 175.0 / 111.8; 64/8/L8/D128 pipelined8 74.7 -> 71.6; 32/8/L8/D128 unchanged (the tiles set its
+pace, session 10).
+
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
 float16 for float32 inputs, the kernel's working precision, as baseline; KL
@@ -394,6 +404,40 @@ METAL_FUNC half4 load4_vector<__nv_bfloat16>(const __nv_bfloat16* src, ulong at)
   const uint2 w = *(const uint2*)(src + at);
   return half4(make_float4(bf16_lo_as_float(w.x), bf16_hi_as_float(w.x),
                            bf16_lo_as_float(w.y), bf16_hi_as_float(w.y)));
+}
+#endif
+
+#if defined(__CUDACC__)
+// The ring partial's conversion (CUDA only, like the ring): the 16-byte chunk of T at src as half at dst (16 /
+// sizeof(T) elements; dst 16- or, for float32, 8-byte aligned), zeros when !live. Whole 32-bit words: a bfloat16
+// word's two elements widen by a shift and a mask and round to nearest even as one pair, a float16 chunk is copied.
+// The same numbers as load4_vector's half4(float4): ncu on the H200 had that conversion, element by element through
+// half4, at ~4 instructions per element and 39% of the ring partial's instructions at 32/8/L8/D128 (byte permutes
+// assembling half4s; perf/runs/2026-11-30-h200-session10/callR6/prof/ring.sass.csv).
+METAL_FUNC uint half2_bits(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);  // lo in the low 16 bits: the element first in memory
+  return *(const uint*)&h;
+}
+template <typename T>
+METAL_FUNC void chunk_to_half(const T* src, half* dst, bool live);
+template <>
+METAL_FUNC void chunk_to_half<__nv_bfloat16>(const __nv_bfloat16* src, half* dst, bool live) {
+  const uint4 w = *(const uint4*)src;
+  const uint4 h = make_uint4(half2_bits(bf16_lo_as_float(w.x), bf16_hi_as_float(w.x)),
+                             half2_bits(bf16_lo_as_float(w.y), bf16_hi_as_float(w.y)),
+                             half2_bits(bf16_lo_as_float(w.z), bf16_hi_as_float(w.z)),
+                             half2_bits(bf16_lo_as_float(w.w), bf16_hi_as_float(w.w)));
+  *(uint4*)dst = live ? h : make_uint4(0u, 0u, 0u, 0u);
+}
+template <>
+METAL_FUNC void chunk_to_half<__half>(const __half* src, half* dst, bool live) {
+  *(uint4*)dst = live ? *(const uint4*)src : make_uint4(0u, 0u, 0u, 0u);
+}
+template <>
+METAL_FUNC void chunk_to_half<float>(const float* src, half* dst, bool live) {
+  const float4 f = *(const float4*)src;
+  const uint2 h = make_uint2(half2_bits(f.x, f.y), half2_bits(f.z, f.w));
+  *(uint2*)dst = live ? h : make_uint2(0u, 0u);
 }
 #endif
 
@@ -689,9 +733,9 @@ RING_BUFFERS_SOURCE = """
 # issues block it + RING - 1 into slot (it + RING - 1) % RING (the slot of block it - 1, which this same thread
 # converted at the previous step: a stager reads back only its own copies, so no barrier guards the ring), waits for
 # block it (async_copy_wait: all but the RING - 1 newest groups), converts its chunks to half in buffer it % STAGES
-# (the same load4_vector conversion as the register path, zeros past the split: the tiles see the same numbers) and
-# meets the tiles at the role barrier. A stager owns the 16-byte chunks stager, stager + STAGERS, ... of a block's
-# rows (CHUNK elements each). Views the copies cannot take (strided rows, rows or bases not 16-byte aligned) run the
+# (chunk_to_half: the register path's roundings, a whole 16-byte chunk at a time; zeros past the split: the tiles see
+# the same numbers) and meets the tiles at the role barrier. A stager owns the 16-byte chunks stager, stager +
+# STAGERS, ... of a block's rows (CHUNK elements each; each_chunk walks them for both the copies and the conversion). Views the copies cannot take (strided rows, rows or bases not 16-byte aligned) run the
 # two-stage stagers' loop instead.
 RING_STAGER_SOURCE = """
     constexpr uint CHUNK = 16u / sizeof(T), ROW_CHUNKS = D / CHUNK, BLOCK_CHUNKS = BK * ROW_CHUNKS;
@@ -702,40 +746,33 @@ RING_STAGER_SOURCE = """
 STAGER_LOOP    } else {
       const auto kh = k + (ulong)hk * hs;  // this KV head's rows
       const auto vh = v + (ulong)hk * vhs;
+      // f(j, e) for each of this stager's chunks of a block: row j, elements [e, e + CHUNK).
+      const auto each_chunk = [&](auto&& f) {
+        UNROLL_FULL
+        for (uint i = 0; i < RING_ITEMS; ++i) {
+          const uint c = stager + i * (uint)STAGERS;
+          if (BLOCK_CHUNKS % STAGERS == 0 || c < BLOCK_CHUNKS) f(c / ROW_CHUNKS, (c % ROW_CHUNKS) * CHUNK);
+        }
+      };
       // Block b's copies into slot b % RING; a key past the split copies a live row (key k1 - 1).
       const auto issue = [&](uint b) {
         T* const slot = raw + (b % (uint)RING) * (uint)(2 * BK * D);
         const uint kb = k0 + b * (uint)BK;
-        UNROLL_FULL
-        for (uint i = 0; i < RING_ITEMS; ++i) {
-          const uint c = stager + i * (uint)STAGERS;
-          if (BLOCK_CHUNKS % STAGERS == 0 || c < BLOCK_CHUNKS) {
-            const uint j = c / ROW_CHUNKS, e = (c % ROW_CHUNKS) * CHUNK;
-            const ulong key = metal::min(kb + j, k1 - 1u);
-            async_copy16(slot + j * (uint)D + e, kh + key * rs + e);
-            async_copy16(slot + ((uint)BK + j) * (uint)D + e, vh + key * vrs + e);
-          }
-        }
+        each_chunk([&](uint j, uint e) {
+          const ulong key = metal::min(kb + j, k1 - 1u);
+          async_copy16(slot + j * (uint)D + e, kh + key * rs + e);
+          async_copy16(slot + ((uint)BK + j) * (uint)D + e, vh + key * vrs + e);
+        });
       };
       // Block b's chunks of this stager, converted to half in buffer b % STAGES (zeros past the split).
       const auto convert = [&](uint b) {
         const T* const slot = raw + (b % (uint)RING) * (uint)(2 * BK * D);
         const uint kb = k0 + b * (uint)BK, at = (b % (uint)STAGES) * (uint)(BK * KS);
-        UNROLL_FULL
-        for (uint i = 0; i < RING_ITEMS; ++i) {
-          const uint c = stager + i * (uint)STAGERS;
-          if (BLOCK_CHUNKS % STAGERS == 0 || c < BLOCK_CHUNKS) {
-            const uint j = c / ROW_CHUNKS, e = (c % ROW_CHUNKS) * CHUNK;
-            const bool live = kb + j < k1;
-            UNROLL_FULL
-            for (uint q4 = 0; q4 < CHUNK / 4u; ++q4) {
-              const half4 kq = load4_vector(slot, (ulong)(j * (uint)D + e + 4u * q4));
-              const half4 vq = load4_vector(slot, (ulong)(((uint)BK + j) * (uint)D + e + 4u * q4));
-              *(half4*)(kt + at + j * (uint)KS + e + 4u * q4) = live ? kq : half4(half(0.0f));
-              *(half4*)(vt + at + j * (uint)KS + e + 4u * q4) = live ? vq : half4(half(0.0f));
-            }
-          }
-        }
+        each_chunk([&](uint j, uint e) {
+          const bool live = kb + j < k1;
+          chunk_to_half(slot + j * (uint)D + e, kt + at + j * (uint)KS + e, live);
+          chunk_to_half(slot + ((uint)BK + j) * (uint)D + e, vt + at + j * (uint)KS + e, live);
+        });
       };
       for (uint b = 0; b + 1u < (uint)RING; ++b) {  // the first RING - 1 blocks ahead (a group per block, empty too)
         if (b < blocks) issue(b);

@@ -364,6 +364,18 @@ CATALOG: tuple[Mutant, ...] = (
          graph(MULTI, "s = qf @ k[:, :, b].swapaxes(-1, -2)", "s = qf @ k[:, :, min(b + 1, blocks - 1)].swapaxes(-1, -2)")),
         (MULTI_GATE % "bfloat16-H32-KVH8-L8-N4096-D128-slice",)),  # the ring is CUDA's default at NQ 32 / D 128
     Mutant(
+        "multi_query_ring_packs_pairs_high_first",
+        "the ring partial's conversion (CUDA) packs a bfloat16 word's two elements high one first: dims 8i and "
+        "8i + 1 of every K and V row trade places (the graph arm mirrors the effect on its rows)",
+        "multi_query",
+        (body(MULTI, "const uint4 h = make_uint4(half2_bits(bf16_lo_as_float(w.x), bf16_hi_as_float(w.x)),",
+              "const uint4 h = make_uint4(half2_bits(bf16_hi_as_float(w.x), bf16_lo_as_float(w.x)),"),
+         graph(MULTI, "    gathered = mx.where(live, key, 0).reshape(-1)\n",
+               "    gathered = mx.where(live, key, 0).reshape(-1)\n"
+               "    swap = mx.array([i ^ 1 if i % 8 < 2 else i for i in range(d)])\n"
+               "    keys, values = keys[..., swap], values[..., swap]\n")),
+        (MULTI_GATE % "bfloat16-H32-KVH8-L8-N4096-D128-slice",)),  # the ring is CUDA's default at NQ 32 / D 128
+    Mutant(
         "multi_query_staging_items_floored",
         "the stagers' items per block rounded down (BK / rows per pass): where the passes do not divide a block, its "
         "last rows are never staged and the tiles read the previous block's",

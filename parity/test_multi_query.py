@@ -116,6 +116,9 @@ TWO_STAGE_GEOMETRIES = [
     (8, 2, 1, 40, 64, 64, "contiguous"),  # NQ 4, splits past N: some empty
     (16, 4, 4, 300, 128, 3, "rows132"),  # rows not 16-byte aligned
 ]
+# Each geometry in bfloat16, and two in the other dtypes: the ring's conversion (chunk_to_half) has a form per dtype.
+TWO_STAGE_CASES = ([(g, "bfloat16") for g in TWO_STAGE_GEOMETRIES]
+                   + [(TWO_STAGE_GEOMETRIES[0], "float16"), (TWO_STAGE_GEOMETRIES[2], "float32")])
 # The pipelined schedules held to one stage: (stages, ring slots). Two stages; the ring at its default and at 4
 # slots (ring 4: three blocks ahead, the ring wrapping within a split of 1000 keys).
 PIPELINED = [(2, 0), (2, 2), (2, 4)]
@@ -129,8 +132,8 @@ def _rows132(x: mx.array) -> mx.array:
 
 @pytest.mark.arms("cuda")
 @pytest.mark.parametrize("schedule", PIPELINED, ids=lambda s: f"stages{s[0]}-ring{s[1]}")
-@pytest.mark.parametrize("geometry", TWO_STAGE_GEOMETRIES, ids=geometry_id)
-def test_pipelined_partials_match_one_stage(arm, gate, geometry, schedule):
+@pytest.mark.parametrize("geometry, dtype", TWO_STAGE_CASES, ids=[f"{geometry_id(g)}-{t}" for g, t in TWO_STAGE_CASES])
+def test_pipelined_partials_match_one_stage(arm, gate, geometry, dtype, schedule):
     """The two-stage partial (CUDA: stagers fill block i + 1 while the tiles compute block i) and the ring partial
     (CUDA only: its stagers copy RING - 1 blocks ahead with cp.async and convert from shared memory) run the same
     blocks and products as the one-stage partial (Metal's schedule), and stage the same half values: their outputs
@@ -138,7 +141,7 @@ def test_pipelined_partials_match_one_stage(arm, gate, geometry, schedule):
     import impl.multi_query as mq
 
     h, kvh, L, n, d, splits, layout = geometry
-    case = build_multi_query_case(np.random.default_rng(n), dtype="bfloat16", h=h, kvh=kvh, L=L, n=n, d=d,
+    case = build_multi_query_case(np.random.default_rng(n), dtype=dtype, h=h, kvh=kvh, L=L, n=n, d=d,
                                   splits=splits, layout="contiguous" if layout == "rows132" else layout)
     keys, values = case.k_mx, case.v_mx
     if layout == "rows132":
