@@ -107,6 +107,17 @@ only 32/8/D256/N32k gained (0.300 / 0.315; 0.275 at block 128). Record:
 ``perf/runs/2026-11-29-h200-issue10/kvq4-out/kvq4.txt`` (script ``kvq4.sh``
 beside it). Why it lost was not profiled: a retry should start from a
 profile of both kernels at N128k (the rewrite is in git history at 013596e).
+
+One KV head (8/1/D256/N32k, issue 10's unmet 3x; ``perf/runs/2026-11-30-h200-session11``, calls S1-S3, every variant
+interleaved with the default and dequantize + SDPA in one process). ncu on the direct partial: 60 us alone, 128
+threadgroups (64 partitions x 2 row chunks, each dequantizing the same K / V), 219 registers, one warp per scheduler
+issuing every 2.8 cycles, 3% of DRAM bandwidth, 15.6 M warp instructions (~1900 per SIMD group per 8-token step):
+bound by its instructions' latency, not by memory. Partitions 128 / 256 / 1024, 8 SIMD groups per threadgroup, 4
+tokens per step (158 registers) and 8 rows per threadgroup (one chunk; 215-247 registers): all within ~10% of the
+default, and the default itself measured 4-8 us apart through two call paths in one process, so none is kept. The
+ratio to the control stayed 1.2-2.2x in every protocol. A tensor-core body would not close it either: multi-query's
+partial run on the bfloat16 cache (no dequantization at all) at this shape is 1.75x / 1.90x the control in eval8 /
+pipelined8 (128 splits), and MLX's own SDPA on that cache 1.59x / 1.30x.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ is judged here: every block times every variant under every protocol once, in tu
 median over blocks of its block medians. A drift of the host or the device during the run then falls on all
 variants alike. (The pooled baseline stays what the regression gate compares against: ``perf.baseline``.)
 
-    results = interleaved({"before": launch_a, "after": launch_b}, blocks=5, rounds=20)
+    results = interleaved({"before": launch_a, "after": launch_b, "control": control}, blocks=5, rounds=20)
     print(table(results))
+    print(ratios(results, "control"))  # a target's "N x faster than the control", per protocol
 
 * A variant is a launch as ``perf.harness`` has it: a call that builds its MLX outputs and returns them.
 * ``in_turn(sets, call_of)`` is a launch that takes the input sets in turn (``perf.cases`` builds a group's sets:
@@ -29,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from perf.harness import Pipelined, check_count, batched, time_call
 
-__all__ = ["PROTOCOLS", "in_turn", "interleaved", "parse_protocol", "per_call_seconds", "table"]
+__all__ = ["PROTOCOLS", "in_turn", "interleaved", "parse_protocol", "per_call_seconds", "ratios", "table"]
 
 PROTOCOLS = ("eval8", "pipelined8", "eval1", "pipelined1")
 _PROTOCOL = re.compile(r"(eval|pipelined)([1-9][0-9]*)")
@@ -112,4 +113,25 @@ def table(results: Mapping[str, Mapping[str, Sequence[float]]], *, unit: str = "
             raise ValueError(f"every variant needs the protocols {protocols}; {name!r} has {list(by_protocol)}")
         lines.append(f"{name:{width}s} " + " ".join(f"{statistics.median(by_protocol[p]) * scale:11.1f}"
                                                   for p in protocols))
+    return "\n".join(lines)
+
+
+def ratios(results: Mapping[str, Mapping[str, Sequence[float]]], control: str,
+           names: Sequence[str] | None = None) -> str:
+    """One line per variant of ``names`` (default: every variant but ``control``): per protocol, the control's
+    median over blocks divided by the variant's, as ``3.52x`` (above 1: the variant is faster). Both medians come
+    from the same interleaved blocks, so a drift of the host between processes does not enter the ratio."""
+    if control not in results:
+        raise ValueError(f"control must name a variant of the results, got {control!r}")
+    names = [n for n in results if n != control] if names is None else list(names)
+    protocols = list(results[control])
+    lines = []
+    for name in names:
+        if name not in results:
+            raise ValueError(f"names must be variants of the results, got {name!r}")
+        if list(results[name]) != protocols:
+            raise ValueError(f"every variant needs the protocols {protocols}; {name!r} has {list(results[name])}")
+        cells = [f"{statistics.median(results[control][p]) / statistics.median(results[name][p]):.2f}x"
+                 for p in protocols]
+        lines.append(f"{control} / {name}: " + " ".join(f"{p} {c}" for p, c in zip(protocols, cells)))
     return "\n".join(lines)

@@ -7,7 +7,7 @@ import time
 import mlx.core as mx
 import pytest
 
-from perf.interleaved import PROTOCOLS, in_turn, interleaved, parse_protocol, per_call_seconds, table
+from perf.interleaved import PROTOCOLS, in_turn, interleaved, parse_protocol, per_call_seconds, ratios, table
 
 
 def logged(log: list, name: str, sleep_s: float = 0.0):
@@ -81,6 +81,21 @@ def test_table_prints_the_median_over_blocks():
         table(results, unit="s")
     with pytest.raises(ValueError, match="every variant needs the protocols"):
         table({"a": {"eval8": [1.0]}, "b": {"eval1": [1.0]}})
+
+
+def test_ratios_divide_the_control_by_each_variant_per_protocol():
+    results = {"control": {"eval8": [4e-6, 8e-6, 6e-6], "eval1": [9e-6, 9e-6, 9e-6]},
+               "kernel": {"eval8": [2e-6, 1e-6, 3e-6], "eval1": [3e-6, 3e-6, 3e-6]},
+               "slower": {"eval8": [12e-6, 12e-6, 12e-6], "eval1": [18e-6, 18e-6, 18e-6]}}
+    lines = ratios(results, "control").splitlines()
+    assert lines == ["control / kernel: eval8 3.00x eval1 3.00x", "control / slower: eval8 0.50x eval1 0.50x"]
+    assert ratios(results, "control", ["slower"]) == lines[1]
+    with pytest.raises(ValueError, match="control must name"):
+        ratios(results, "sdpa")
+    with pytest.raises(ValueError, match="names must be variants"):
+        ratios(results, "control", ["kernel", "nope"])
+    with pytest.raises(ValueError, match="every variant needs the protocols"):
+        ratios({"control": {"eval8": [1.0]}, "k": {"eval1": [1.0]}}, "control")
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
