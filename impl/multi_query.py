@@ -241,7 +241,7 @@ Interleaved (us per call, before -> after, eval8 / pipelined8 / eval1 / pipeline
 137.8 / 103.6 / 208.3 / 125.2 -> 151.5 / 97.0 / 222.3 / 116.5, its partial alone 158.4 / 101.1 / 186.2 / 120.7 ->
 142.0 / 94.2 / 175.0 / 111.8; 64/8/L8/D128 pipelined8 74.7 -> 71.6; 32/8/L8/D128 unchanged (the tiles set its
 pace, session 10). At 32/8/L8/D128 nothing else tried moved the partial from ~51 us pipelined8 (each interleaved
-against the committed ring; S1, S5, S7):
+against the committed ring; S1, S5, S7, S9):
 
 * splits 40 / 48 / 56 / 64 against 32 (48 fill the 396 slots of 3 threadgroups per SM): within 4% with 8 calls per
   round; alone 4-8% faster at 48 and 7-20% slower at 56 / 64, while 48 lost 3-36% at D256 and 64/8, so
@@ -249,12 +249,12 @@ against the committed ring; S1, S5, S7):
 * S accumulated in two halves (the chain of dependent products per key fragment 8 -> 4 deep; float32 sums in
   another order), and skipping the key comparisons in blocks every row sees (bit-identical): within 3%;
 * the tiles software-pipelined (S of block i - 1 beside the softmax and P . V of block i - 2, V triple-buffered;
-  bit-identical, 178 registers and 76 KiB, so 2 threadgroups per SM): equal at 32/8, 20% slower at D256.
+  bit-identical, 178 registers and 76 KiB, so 2 threadgroups per SM): equal at 32/8, 20% slower at D256;
+* the tiles reading K / V straight from 3-5 ring slots in bfloat16 (no half buffers, 1-3 blocks in flight; bf16
+  products and P, so not this kernel's contract): 2-4% faster pipelined8, equal in eval8.
 
-The partial moves its 134 MB of K / V at ~2.6 TB/s there, against the 3.9-4.2 TB/s a kernel that only streams them
-reached (session 9); with one 16 KiB block copied ahead per threadgroup and 3 threadgroups per SM, ~48 KiB per SM is
-in flight. More would need the half buffers gone (the tiles reading K / V from the ring slots: bf16 products, P in
-bf16 for bfloat16 inputs), which changes this kernel's precision contract: not done.
+So the partial, at ~2.6 TB/s of K / V there against the 3.9-4.2 TB/s a kernel that only streams them reached
+(session 9), is held by something none of these moved; ``perf/RESULTS.md`` (eleventh pass) has the figures.
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
