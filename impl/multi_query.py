@@ -749,8 +749,9 @@ RING_BUFFERS_SOURCE = """
 # block it (async_copy_wait: all but the RING - 1 newest groups), converts its chunks to half in buffer it % STAGES
 # (chunk_to_half: the register path's roundings, a whole 16-byte chunk at a time; zeros past the split: the tiles see
 # the same numbers) and meets the tiles at the role barrier. A stager owns the 16-byte chunks stager, stager +
-# STAGERS, ... of a block's rows (CHUNK elements each; each_chunk walks them for both the copies and the conversion). Views the copies cannot take (strided rows, rows or bases not 16-byte aligned) run the
-# two-stage stagers' loop instead.
+# STAGERS, ... of a block's rows (CHUNK elements each; each_chunk walks them for both the copies and the conversion).
+# Views the copies cannot take (strided rows, rows or bases not 16-byte aligned) run the two-stage stagers' loop
+# instead.
 RING_STAGER_SOURCE = """
     constexpr uint CHUNK = 16u / sizeof(T), ROW_CHUNKS = D / CHUNK, BLOCK_CHUNKS = BK * ROW_CHUNKS;
     constexpr uint RING_ITEMS = (BLOCK_CHUNKS + STAGERS - 1u) / STAGERS;
