@@ -748,7 +748,8 @@ RING_BUFFERS_SOURCE = """
 # converted at the previous step: a stager reads back only its own copies, so no barrier guards the ring), waits for
 # block it (async_copy_wait: all but the RING - 1 newest groups), converts its chunks to half in buffer it % STAGES
 # (chunk_to_half: the register path's roundings, a whole 16-byte chunk at a time; zeros past the split: the tiles see
-# the same numbers) and meets the tiles at the role barrier. A stager owns the 16-byte chunks stager, stager +
+# the same numbers; a float16 chunk is copied, so its NaNs keep payloads that the register path's round trip through
+# float may quiet: NaNs either way) and meets the tiles at the role barrier. A stager owns the 16-byte chunks stager, stager +
 # STAGERS, ... of a block's rows (CHUNK elements each; each_chunk walks them for both the copies and the conversion).
 # Views the copies cannot take (strided rows, rows or bases not 16-byte aligned) run the two-stage stagers' loop
 # instead.
