@@ -87,7 +87,7 @@ KVQ4 = "impl/kvq4_decode.py"
 MULTI = "impl/multi_query.py"
 MASKS = "impl/masks.py"
 RECENT = "impl/recent_calls.py"
-PERF_CASES = "perf/cases.py"
+PERF_HARNESS = "perf/harness.py"
 POOL, PAGED_KV, ROWS, VIEW, DENSE = (f"impl/kv/{m}.py" for m in ("pool", "paged", "rows", "view", "dense"))
 
 PAGED_GATE = "parity/test_paged_attention.py::test_dense_pool[{arm}-%s]"
@@ -411,10 +411,11 @@ CATALOG: tuple[Mutant, ...] = (
     # --- perf's benchmarks (host) -------------------------------------------------------
     Mutant(
         "perf_rounds_share_one_input_set",
-        "a case's launch takes the first input set only: a round's calls read the same K/V and share the GPU's "
-        "cache (perf.cases), which made an H200 paged partition look 1.4x faster than it is",
-        "perf.cases",
-        (code(PERF_CASES, "turn = itertools.cycle(launches)", "turn = itertools.cycle(launches[:1])"),),
+        "the launch that takes a case's input sets in turn (perf.harness.taking_turns) takes the first only: a "
+        "round's calls read the same K/V and share the GPU's cache, which made an H200 paged partition look 1.4x "
+        "faster than it is",
+        "perf.harness",
+        (code(PERF_HARNESS, "turn = itertools.cycle(launches)", "turn = itertools.cycle(launches[:1])"),),
         ("perf/tests/test_harness.py::test_a_rounds_calls_take_the_input_sets_in_turn",)),
     Mutant(
         "perf_ab_blocks_back_to_back",

@@ -52,7 +52,6 @@ subtract, exp, add; the normalized score: subtract).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -67,7 +66,7 @@ from impl.normalized_argmax import normalized_argmax, normalized_argmax_native
 from impl.block_table import BlockTable
 from impl.checks import check_int
 from impl.paged_attention import paged_attention, paged_attention_gather
-from perf.harness import Case
+from perf.harness import Case, taking_turns
 from perf.shapes import BLOCK_SIZE, DTYPE, QUANT_GROUP, ArgmaxShape, DecodeShape
 from properties.strategies import ArrayPagedStorage
 
@@ -119,17 +118,9 @@ class _Inputs:
         self._sets = None
 
 
-def _in_turn(launches: list[Callable[[], object]]) -> Callable[[], object]:
-    """One launch that calls ``launches`` in turn (a round's calls read different input sets)."""
-    if len(launches) == 1:
-        return launches[0]
-    turn = itertools.cycle(launches)
-    return lambda: next(turn)()
-
-
 def _each_set(inputs: _Inputs, launch_of: Callable[[dict], Callable[[], object]]):
     """A case's build: one launch per input set of the group, taken in turn."""
-    return lambda: _in_turn([launch_of(x) for x in inputs()])
+    return lambda: taking_turns([launch_of(x) for x in inputs()])
 
 
 @dataclass
@@ -291,7 +282,7 @@ def _torch_sdpa(shape: DecodeShape, backend: str, seed: int, inputs: _Inputs):
 
             return call
 
-        call = _in_turn([launch_on(*qkv) for qkv in sets])
+        call = taking_turns([launch_on(*qkv) for qkv in sets])
         call()  # fails here (not in the timing) when the backend refuses the shape
         torch.cuda.synchronize()
         return call

@@ -32,6 +32,7 @@ moves more (a gather's copy) shows as lower GB/s, not as more bytes.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["PROTOCOLS", "Case", "Measurement", "batched", "check_count", "perf_record", "Pipelined", "summarize",
-           "synchronizer", "time_call", "time_case"]
+           "synchronizer", "taking_turns", "time_call", "time_case"]
 
 PROTOCOLS = ("eval", "pipelined")  # how a timed round waits (module docstring)
 
@@ -151,6 +152,18 @@ def time_case(case: Case, *, rounds: int, warmup: int, batch: int = 1) -> list[f
     """Seconds per call of ``case``: each of ``rounds`` rounds times ``batch`` calls and one wait."""
     call = batched(case.build(), case.runtime, batch)
     return [t / batch for t in time_call(call, rounds=rounds, warmup=warmup)]
+
+
+def taking_turns(launches: Sequence[Callable[[], object]]) -> Callable[[], object]:
+    """One launch that calls ``launches`` in turn, e.g. one per input set, so that a round's calls read different
+    sets (``perf.cases``; ``perf.interleaved.in_turn``). A single launch is returned as it is."""
+    launches = list(launches)
+    if not launches or not all(callable(launch) for launch in launches):
+        raise ValueError("launches must be a non-empty sequence of callables")
+    if len(launches) == 1:
+        return launches[0]
+    turn = itertools.cycle(launches)
+    return lambda: next(turn)()
 
 
 def check_count(name: str, value, minimum: int) -> int:

@@ -23,12 +23,12 @@ The session-9 and session-10 probes under ``perf/runs/`` each carried a copy of 
 
 from __future__ import annotations
 
-import itertools
+import functools
 import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
-from perf.harness import Pipelined, check_count, batched, time_call
+from perf.harness import Pipelined, check_count, batched, taking_turns, time_call
 
 __all__ = ["PROTOCOLS", "in_turn", "interleaved", "parse_protocol", "per_call_seconds", "ratios", "table"]
 
@@ -89,13 +89,12 @@ def interleaved(calls: Mapping[str, Callable[[], object]], *, protocols: Sequenc
 
 
 def in_turn(sets: Sequence, call_of: Callable[[object], object]) -> Callable[[], object]:
-    """A launch that calls ``call_of(set)`` on ``sets`` in turn, one set per call."""
+    """A launch that calls ``call_of(set)`` on ``sets`` in turn, one set per call (``perf.harness.taking_turns``)."""
     if isinstance(sets, (str, bytes)) or not isinstance(sets, Sequence) or not sets:
         raise ValueError("sets must be a non-empty sequence of input sets")
     if not callable(call_of):
         raise TypeError(f"call_of must be callable, got {type(call_of).__name__}")
-    turn = itertools.cycle(sets)
-    return lambda: call_of(next(turn))
+    return taking_turns([functools.partial(call_of, s) for s in sets])
 
 
 def table(results: Mapping[str, Mapping[str, Sequence[float]]], *, unit: str = "us") -> str:

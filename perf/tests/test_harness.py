@@ -13,7 +13,7 @@ from perf import cases as perf_cases
 from perf import run as perf_run
 from perf.bandwidth import CopyBandwidth, copy_bandwidth
 from perf.cases import argmax_group, kvq4_group, multi_query_group, paged_group
-from perf.harness import Case, Measurement, Pipelined, batched, perf_record, summarize, time_call
+from perf.harness import Case, Measurement, Pipelined, batched, perf_record, summarize, taking_turns, time_call
 from perf.regression import compare, compare_pooled
 from perf.shapes import CPU_ARGMAX, ArgmaxShape, DecodeShape
 from reports.recorder import read_records
@@ -133,6 +133,19 @@ def test_a_rounds_calls_take_the_input_sets_in_turn():
         assert mx.array_equal(scores[0], scores[3]).item(), "the fourth call is back on the first set"
     group.release()
     assert group.inputs() is not sets, "release drops the sets; the next use builds them again"
+
+
+def test_taking_turns_cycles_and_refuses_an_empty_or_uncallable_list():
+    seen = []
+    launch = taking_turns([lambda i=i: seen.append(i) for i in range(3)])
+    for _ in range(7):
+        launch()
+    assert seen == [0, 1, 2, 0, 1, 2, 0]
+    only = lambda: 1  # noqa: E731
+    assert taking_turns([only]) is only
+    for bad in ([], [only, 3]):
+        with pytest.raises(ValueError, match="launches"):
+            taking_turns(bad)
 
 
 def test_input_sets_stop_at_the_memory_budget(monkeypatch):
