@@ -90,8 +90,8 @@ import mlx.core as mx
 from impl.arms import resolve_arm
 from impl.kernels import KernelSpec, Launch
 
-__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "MAX_THREADS", "UNROLL", "normalized_argmax", "normalized_argmax_native",
-           "row_launch", "threads_for"]
+__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "MAX_THREADS", "UNROLL", "fused_launch", "lse_threads", "normalized_argmax",
+           "normalized_argmax_native", "row_launch", "threads_for"]
 
 CHUNK = 4  # columns per chunk: one 4-lane vector load
 MAX_THREADS = 1024  # threads per row's threadgroup (module docstring: bytes in flight, 64 registers)
@@ -142,15 +142,20 @@ METAL_FUNC Chunk load_chunk(const DEVICE_MEM T* x, uint k, uint V, bool vectors)
   return c;
 }"""
 
-ROW_SOURCE = """
+# The row kernel's body in three pieces: the fused variant (below) shares the first and the last.
+ROW_PROLOGUE = """
   const uint tid = thread_position_in_threadgroup.x;
   const uint lane = tid % 32, simd = tid / 32;
   const uint row = threadgroup_position_in_grid.x;
   const auto x = logits + ulong(row) * V;
   const uint chunks = (uint(V) + 3u) / 4u;
   const bool vectors = uint(V) % 4u == 0 && vector_aligned(x);
-  const float shift = float(lse[row]);
-  float best = -INFINITY;
+"""
+
+ROW_SHIFT = """  const float shift = float(lse[row]);
+"""
+
+ROW_SCAN = """  float best = -INFINITY;
   uint bestId = 0xffffffffu;
   for (uint first = tid; first < chunks; first += UNROLL * THREADS) {
     Chunk c[UNROLL];
@@ -187,7 +192,58 @@ ROW_SOURCE = """
   }
 """
 
+ROW_SOURCE = ROW_PROLOGUE + ROW_SHIFT + ROW_SCAN
+
 ROW = KernelSpec("normalized_argmax_row", ("logits", "lse"), ("out",), ROW_SOURCE, header=HEADER)
+
+# Pass 1 of the fused variant (CUDA): the row's lse by MLX's own CUDA logsumexp, the same float operations in the
+# same order (module docstring, "Fused lse"), so ``rounded`` is bit for bit what ``mx.logsumexp`` returns there.
+# -FLT_MAX is MLX's Limits<float>::finite_min (NVRTC has no <cfloat>).
+FUSED_LSE = """  const auto larger = [](float a, float b) { return a < b ? b : a; };  // cooperative_groups::greater
+  const uint rounds = (uint(V) + 4u * THREADS - 1u) / (4u * THREADS);
+  float maxval = __int_as_float(0xff7fffff), normalizer = 0.0f;
+  for (uint r0 = 0; r0 < rounds; r0 += UNROLL) {
+    Chunk c[UNROLL];
+    for (uint u = 0; u < UNROLL; ++u) c[u] = load_chunk<T>(x, (r0 + u) * THREADS + tid, V, vectors);
+    for (uint u = 0; u < UNROLL && r0 + u < rounds; ++u) {
+      const float prevmax = maxval;
+      maxval = larger(maxval, larger(larger(larger(c[u].v[0], c[u].v[1]), c[u].v[2]), c[u].v[3]));
+      normalizer = normalizer * __expf(prevmax - maxval);
+      for (uint e = 0; e < 4u; ++e) normalizer = normalizer + __expf(c[u].v[e] - maxval);
+    }
+  }
+  float prevmax = maxval;
+  for (int m = 16; m > 0; m >>= 1) maxval = larger(maxval, __shfl_xor_sync(0xffffffffu, maxval, m));
+  normalizer = normalizer * __expf(prevmax - maxval);
+  for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);
+  threadgroup float warp_max[32], warp_normalizer[32];
+  prevmax = maxval;
+  if (lane == 0) warp_max[simd] = maxval;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  maxval = lane < THREADS / 32 ? warp_max[lane] : __int_as_float(0xff7fffff);
+  for (int m = 16; m > 0; m >>= 1) maxval = larger(maxval, __shfl_xor_sync(0xffffffffu, maxval, m));
+  normalizer = normalizer * __expf(prevmax - maxval);
+  if (lane == 0) warp_normalizer[simd] = normalizer;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  normalizer = lane < THREADS / 32 ? warp_normalizer[lane] : 0.0f;
+  for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);
+  const T rounded = T(isinf(maxval) ? maxval : logf(normalizer) + maxval);
+  if (tid == 0) lse[row] = rounded;
+  const float shift = float(rounded);
+"""
+
+FUSED_SOURCE = ROW_PROLOGUE + FUSED_LSE + ROW_SCAN
+
+# CUDA only: its lse is MLX's CUDA logsumexp (Metal's has another order), written with CUDA's intrinsics.
+FUSED = KernelSpec("normalized_argmax_fused", ("logits",), ("out", "lse"), FUSED_SOURCE, header=HEADER, arms=("cuda",))
+
+
+def lse_threads(vocab: int) -> int:
+    """Threads of MLX's CUDA logsumexp for a row of ``vocab`` (its ``MLX_SWITCH_BLOCK_DIM`` of ``ceil(V / 4)``):
+    the chunks' count rounded up to a power of two from 32 to 512, else 1024. The fused variant runs as many,
+    so each thread holds the columns MLX's does, in the same order."""
+    chunks = -(-vocab // CHUNK)
+    return next((t for t in (32, 64, 128, 256, 512) if chunks <= t), MAX_THREADS)
 
 
 def threads_for(vocab: int) -> int:
@@ -219,12 +275,16 @@ def _compiled(arm: str):
     return mx.compile(body)  # fixed shapes (shapeless=False): one trace per shape and dtype
 
 
-def _rows(logits: mx.array) -> tuple[mx.array, mx.array]:
-    """Logits as [rows, V] and MLX's lse [rows, 1] in the logits' dtype."""
+def _matrix(logits: mx.array) -> mx.array:
+    """Logits as [rows, V]."""
     # (A [B, V] input is used as is: a reshape to its own shape would still be a node of the compiled graph,
     # replayed and evaluated every call.)
-    x = logits if logits.ndim == 2 else logits.reshape(-1, logits.shape[-1])
-    return x, mx.logsumexp(x, axis=-1, keepdims=True)
+    return logits if logits.ndim == 2 else logits.reshape(-1, logits.shape[-1])
+
+
+def _lse(x: mx.array) -> mx.array:
+    """MLX's lse of ``x`` [rows, V] as [rows, 1], in its dtype."""
+    return mx.logsumexp(x, axis=-1, keepdims=True)
 
 
 def row_launch(x: mx.array, lse: mx.array) -> Launch:
@@ -236,9 +296,22 @@ def row_launch(x: mx.array, lse: mx.array) -> Launch:
                   output_shapes=((rows,),), output_dtypes=(mx.uint32,))
 
 
+def fused_launch(x: mx.array) -> Launch:
+    """The fused variant's one launch (CUDA): a threadgroup of ``lse_threads(V)`` per row of ``x`` [rows, V];
+    outputs the ids (uint32 [rows]) and the lse it shifted by (T [rows], MLX's logsumexp bit for bit)."""
+    rows, vocab = x.shape
+    threads = lse_threads(vocab)
+    return Launch(FUSED, (x,), (("V", vocab), ("THREADS", threads), ("UNROLL", UNROLL), ("T", x.dtype)),
+                  grid=(threads * rows, 1, 1), threadgroup=(threads, 1, 1),
+                  output_shapes=((rows,), (rows,)), output_dtypes=(mx.uint32, x.dtype))
+
+
 def _kernel_argmax(logits: mx.array, arm: str) -> mx.array:
-    x, lse = _rows(logits)
-    (out,) = row_launch(x, lse).run(arm)
+    x = _matrix(logits)
+    if arm in FUSED.arms:
+        out, _ = fused_launch(x).run(arm)
+    else:
+        (out,) = row_launch(x, _lse(x)).run(arm)
     return out if logits.ndim == 2 else out.reshape(logits.shape[:-1])
 
 
@@ -256,7 +329,8 @@ def _graph_argmax(logits: mx.array) -> mx.array:
     (``better``): the lowest id among the threads holding the row's max; a
     row with no score above -inf returns 0.
     """
-    x, lse = _rows(logits)
+    x = _matrix(logits)
+    lse = _lse(x)
     rows, vocab = x.shape
     threads = threads_for(vocab)
     rounds = -(-vocab // (CHUNK * threads))

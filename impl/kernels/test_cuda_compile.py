@@ -8,8 +8,8 @@ small real arrays; nothing is launched), renders the translation unit
 MLX's default header, our prelude and header, the signature from the input
 and output names, dtypes and template values, the body) and compiles it with
 ``nvcc -arch=sm_90 -c``. A body edit that breaks CUDA fails here. The
-argmax row kernel launches 1024-thread blocks, so its register count (ptxas
-``-v``) must also stay within 64 per thread.
+argmax row kernel and its fused variant launch 1024-thread blocks, so their
+register counts (ptxas ``-v``) must also stay within 64 per thread.
 
 The harness (the stand-in for MLX's ``utils.cuh``, batching, nvcc flags) is
 ``impl.kernels.nvcc``. Everything is written to a fresh temporary directory;
@@ -86,12 +86,14 @@ def half_row_launches() -> list[Launch]:
 
 
 def argmax_launches() -> list[Launch]:
-    """The row kernel per dtype at a vector-path vocabulary (V % 4 == 0, 1024 threads) and an element-path one."""
+    """Per dtype, the row kernel and the fused variant at a vector-path vocabulary (V % 4 == 0, 1024 threads) and
+    an element-path one; the fused variant also at a vocabulary MLX's logsumexp gives 32 threads."""
     launches = []
     for dtype in (mx.bfloat16, mx.float16, mx.float32):
         for vocab in (151936, 2049):
             x = mx.zeros((3, vocab), dtype)
-            launches.append(argmax.row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)))
+            launches += [argmax.row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)), argmax.fused_launch(x)]
+        launches.append(argmax.fused_launch(mx.zeros((3, 100), dtype)))
     return launches
 
 
