@@ -27,14 +27,40 @@ per row reads the row once and writes its id (one launch; the seed's partial +
 finish pair cost a launch more, and every case is launch-bound on an H200:
 0.02-0.05 ms for 0.3-19 MB). Chunk ``k`` is columns ``[4k, 4k + 4)``; thread
 ``t`` of ``threads_for(V)`` takes chunks ``t, t + threads, ...`` in ascending
-order, ``UNROLL`` of them per round so their loads are in flight together, and
-keeps the first column holding its largest score (a strict ``>``: ids ascend
-within a thread, so equal scores keep the lower id; NaN never compares
-greater, -inf never beats the start value -inf). The threadgroup then reduces
-(score, id) pairs with ``better(x, i, y, j) = x > y || (x == y && i < j)``
-(SIMD shuffles, then one value per SIMD group through threadgroup memory); a
-row where no score beat -inf (every score NaN or -inf) writes 0.
+order, ``UNROLL`` of them per round so their loads are in flight together.
 
+* The scan looks at raw logits only. Rounding ``logit - lse`` to T is monotone
+  in the logit, so a thread's best score is its largest logit's, and the row's
+  best score ``S`` is the largest of the threads' (SIMD max, then one value
+  per SIMD group through threadgroup memory). A thread keeps its largest logit
+  ``top`` (a strict ``>``: NaN never compares greater, -inf never beats the
+  start value -inf), that logit's first id, and ``before``, the largest logit
+  of the thread before that id (the ``top`` a new maximum displaces). A thread
+  whose ``top`` scores ``S`` answers its first id, unless ``before`` scores
+  ``S`` too: then an earlier id of the thread rounds to ``S`` as well (a tie
+  made by rounding), and the thread re-reads its chunks before that id for the
+  first one. Every other thread answers nothing; the threadgroup takes the
+  lowest id (SIMD min, then threadgroup memory). A row whose best score is not
+  above -inf (every score NaN or -inf: a non-finite lse) writes 0.
+* Why raw logits: the previous scan rounded every column's score (a float32
+  subtraction, a conversion to T and back) and kept 8 chunks per thread in
+  flight, which took 47 registers: one 1024-thread block per SM. This one
+  takes 32 at ``UNROLL`` = 4 (``impl/kernels/test_cuda_compile.py`` checks it
+  with ptxas), so two blocks share an SM and the calls of a round, which MLX's
+  graph may run side by side, overlap. On the H200 at 64 x 151936 bf16
+  (``perf/runs/2026-11-30-h200-session12/callT5``): the call 41.5 -> 35.8 us
+  per call in eval8, 1.53x -> 1.78x the native ops interleaved in one process;
+  pipelined8, eval1 and pipelined1 unchanged (21.4-21.8, 95.7-98.0, 34.7-34.9
+  us: there the host's share of a call decides). 8 chunks per thread without
+  the rounding (54 registers) measured as the committed scan.
+* Not adopted (session 12, T1-T3): one launch that computes MLX's CUDA
+  logsumexp itself (bit for bit: the same threads, order and float
+  operations) and then scans. Its lse matched ``mx.logsumexp`` on every row
+  measured, but with a second pass over the row (from L2) or a rescan of
+  the candidates it was no faster than the two launches: MLX's logsumexp is
+  the lighter kernel (8.5 us per call pipelined8 against 15-19 us for either
+  of ours), and a kernel of ours pays MLX's host cost of a custom kernel.
+  Records: ``perf/runs/2026-11-30-h200-session12/`` (``fused_source.py``).
 * The score is ``float(T(logit - lse))`` with the difference taken in float32:
   for bf16 (8-bit significand) and f16 (11) a float32 difference of two T
   values rounded to T equals the exactly rounded T difference native
@@ -52,33 +78,31 @@ row where no score beat -inf (every score NaN or -inf) writes 0.
   Apple GPU). Otherwise the same chunks are read element by element, bounded
   by V.
 * Threadgroup size: ``threads_for(V)`` = the chunks rounded up to whole SIMD
-  groups, at most ``MAX_THREADS`` = 1024. A decode batch (B <= 132 rows on an
-  H200's 132 SMs) puts one threadgroup on an SM, so one threadgroup must keep
-  enough bytes in flight by itself: 1024 threads x ``UNROLL`` = 8 chunks =
-  64 KiB (bf16), 128 KiB (f32). Bandwidth x latency is ~4.8 TB/s x ~1 us =
-  ~5 MB device-wide: ~36 KiB per SM over 132 SMs, ~72 KiB when 64 rows hold
-  64 SMs. (Loading more per thread would need more registers: 8 chunks
-  already take ~48.) A 1024-thread block must fit 64 registers per
-  thread (65536 per SM; MLX gives NVRTC no launch bounds):
-  ``impl/kernels/test_cuda_compile.py`` checks that with ptxas.
+  groups, at most ``MAX_THREADS`` = 1024 (a decode batch, B <= 132 rows on an
+  H200's 132 SMs, puts one row on an SM, so a row's threadgroup should be
+  wide). 1024 threads x ``UNROLL`` chunks = 32 KiB (bf16) in flight per block,
+  64 KiB with two blocks on an SM.
 * Grid: rows along x (CUDA's grid y stops at 65535 blocks).
 
 Arms: ``metal`` / ``cuda`` compile ``ROW_SOURCE`` with ``HEADER`` (one source
-each); ``graph`` is the same partition in MLX ops: the scores padded with -inf
-to whole rounds, reshaped to [rows, threads, thread's columns in scan order],
-per thread the max and its first column, then the lowest id among the threads
-holding the row's max, 0 where that max is -inf. It runs on the CPU too.
+each); ``graph`` is the same algorithm in MLX ops: the logits (NaN as -inf)
+padded with -inf to whole rounds, reshaped to [rows, threads, thread's columns
+in scan order]; per thread ``top``, its first position and ``before``; the best
+score; the candidates' ids, with the earliest column rounding to the best
+score where ``before`` does; the lowest id, 0 where no score is above -inf. It
+runs on the CPU too.
 
 Gates: ``parity/test_normalized_argmax.py`` holds every arm bit-exact
 (``gate.equal``) to native ``mx.argmax(logits - mx.logsumexp(...))`` on rows
 with no NaN score, and to ``reference.sampling.normalized_argmax_ref`` with
 MLX's lse on every row (vocabularies on both load paths, ties inside a chunk,
-across threads and at the round edge, a maximum in the last column, a view
-that starts off the vector alignment); ``properties/test_normalized_argmax_props.py``
-holds the same over Hypothesis-drawn batches (ties, NaN, infinities, edges).
-The seed kernel's CUDA record on an NVIDIA H200:
-``reports/runs/2026-11-29-h200-cuda/`` (native argmax on CUDA lets NaN win
-exactly as on the CPU).
+across threads and at the round edge, rounding ties across threads and inside
+one thread, a maximum in the last column, a view that starts off the vector
+alignment); ``properties/test_normalized_argmax_props.py`` holds the same over
+Hypothesis-drawn batches (ties, NaN, infinities, edges). The seed kernel's
+CUDA record on an NVIDIA H200: ``reports/runs/2026-11-29-h200-cuda/`` (native
+argmax on CUDA lets NaN win exactly as on the CPU); this scan's:
+``reports/runs/2026-11-30-h200-issue10-pass12/``.
 """
 
 from __future__ import annotations
@@ -90,12 +114,12 @@ import mlx.core as mx
 from impl.arms import resolve_arm
 from impl.kernels import KernelSpec, Launch
 
-__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "MAX_THREADS", "UNROLL", "fused_launch", "lse_threads", "normalized_argmax",
-           "normalized_argmax_native", "row_launch", "threads_for"]
+__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "MAX_THREADS", "UNROLL", "normalized_argmax", "normalized_argmax_native",
+           "row_launch", "threads_for"]
 
 CHUNK = 4  # columns per chunk: one 4-lane vector load
-MAX_THREADS = 1024  # threads per row's threadgroup (module docstring: bytes in flight, 64 registers)
-UNROLL = 8  # chunks per thread per round, loaded before any is compared
+MAX_THREADS = 1024  # threads per row's threadgroup (module docstring: a row on an SM, bytes in flight)
+UNROLL = 4  # chunks per thread per round, loaded before any is compared (8 would take 54 registers)
 NONE = 0xFFFFFFFF  # the id of "no score above -inf yet"
 ELIGIBLE_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 
@@ -103,10 +127,6 @@ HEADER = """
 #ifndef DEVICE_MEM
 #define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
 #endif
-
-METAL_FUNC bool better(float x, uint xi, float y, uint yi) {
-  return x > y || (x == y && xi < yi);
-}
 
 // Whether a row starting at p may be read as 4-lane vectors (aligned to 4 elements' bytes).
 #if defined(__CUDACC__)
@@ -142,108 +162,55 @@ METAL_FUNC Chunk load_chunk(const DEVICE_MEM T* x, uint k, uint V, bool vectors)
   return c;
 }"""
 
-# The row kernel's body in three pieces: the fused variant (below) shares the first and the last.
-ROW_PROLOGUE = """
+ROW_SOURCE = """
   const uint tid = thread_position_in_threadgroup.x;
   const uint lane = tid % 32, simd = tid / 32;
   const uint row = threadgroup_position_in_grid.x;
   const auto x = logits + ulong(row) * V;
   const uint chunks = (uint(V) + 3u) / 4u;
   const bool vectors = uint(V) % 4u == 0 && vector_aligned(x);
-"""
-
-ROW_SHIFT = """  const float shift = float(lse[row]);
-"""
-
-ROW_SCAN = """  float best = -INFINITY;
-  uint bestId = 0xffffffffu;
+  const float shift = float(lse[row]);
+  float top = -INFINITY, before = -INFINITY;  // the largest logit; the largest before its first id
+  uint topId = 0xffffffffu;
   for (uint first = tid; first < chunks; first += UNROLL * THREADS) {
     Chunk c[UNROLL];
     for (uint u = 0; u < UNROLL; ++u) c[u] = load_chunk<T>(x, first + u * THREADS, V, vectors);
     for (uint u = 0; u < UNROLL; ++u) {
       for (uint e = 0; e < 4u; ++e) {
-        const float s = float(T(c[u].v[e] - shift));
-        if (s > best) { best = s; bestId = 4u * (first + u * THREADS) + e; }
+        if (c[u].v[e] > top) { before = top; top = c[u].v[e]; topId = 4u * (first + u * THREADS) + e; }
       }
     }
   }
-  for (uint distance = 16; distance > 0; distance >>= 1) {
-    float other = simd_shuffle_down(best, distance);
-    uint oi = simd_shuffle_down(bestId, distance);
-    if (lane + distance < 32 && better(other, oi, best, bestId)) {
-      best = other; bestId = oi;
+  float mine = float(T(top - shift));  // this thread's best score: its largest logit's
+  mine = mine > -INFINITY ? mine : -INFINITY;  // NaN (a non-finite lse) counts as -inf
+  float best = simd_max(mine);
+  threadgroup float bests[32];
+  threadgroup uint ids[32];
+  if (lane == 0) bests[simd] = best;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  best = simd_max(lane < THREADS / 32 ? bests[lane] : -INFINITY);
+  uint id = 0xffffffffu;
+  if (best > -INFINITY && mine == best) {
+    id = topId;
+    if (float(T(before - shift)) == best) {  // an earlier id of this thread rounds to best too: find the first
+      for (uint k = tid; 4u * k < topId && id == topId; k += THREADS) {
+        const Chunk c = load_chunk<T>(x, k, V, vectors);
+        for (uint e = 0; e < 4u; ++e) {
+          if (id == topId && 4u * k + e < topId && float(T(c.v[e] - shift)) == best) id = 4u * k + e;
+        }
+      }
     }
   }
-  threadgroup float scores[32];
-  threadgroup uint ids[32];
-  if (lane == 0) { scores[simd] = best; ids[simd] = bestId; }
+  id = simd_min(id);
+  if (lane == 0) ids[simd] = id;
   threadgroup_barrier(mem_flags::mem_threadgroup);
   if (simd == 0) {
-    best = lane < THREADS / 32 ? scores[lane] : -INFINITY;
-    bestId = lane < THREADS / 32 ? ids[lane] : 0xffffffffu;
-    for (uint distance = 16; distance > 0; distance >>= 1) {
-      float other = simd_shuffle_down(best, distance);
-      uint oi = simd_shuffle_down(bestId, distance);
-      if (lane + distance < 32 && better(other, oi, best, bestId)) {
-        best = other; bestId = oi;
-      }
-    }
-    if (lane == 0) out[row] = bestId == 0xffffffffu ? 0u : bestId;
+    id = simd_min(lane < THREADS / 32 ? ids[lane] : 0xffffffffu);
+    if (lane == 0) out[row] = id == 0xffffffffu ? 0u : id;
   }
 """
-
-ROW_SOURCE = ROW_PROLOGUE + ROW_SHIFT + ROW_SCAN
 
 ROW = KernelSpec("normalized_argmax_row", ("logits", "lse"), ("out",), ROW_SOURCE, header=HEADER)
-
-# Pass 1 of the fused variant (CUDA): the row's lse by MLX's own CUDA logsumexp, the same float operations in the
-# same order (module docstring, "Fused lse"), so ``rounded`` is bit for bit what ``mx.logsumexp`` returns there.
-# -FLT_MAX is MLX's Limits<float>::finite_min (NVRTC has no <cfloat>).
-FUSED_LSE = """  const auto larger = [](float a, float b) { return a < b ? b : a; };  // cooperative_groups::greater
-  const uint rounds = (uint(V) + 4u * THREADS - 1u) / (4u * THREADS);
-  float maxval = __int_as_float(0xff7fffff), normalizer = 0.0f;
-  for (uint r0 = 0; r0 < rounds; r0 += UNROLL) {
-    Chunk c[UNROLL];
-    for (uint u = 0; u < UNROLL; ++u) c[u] = load_chunk<T>(x, (r0 + u) * THREADS + tid, V, vectors);
-    for (uint u = 0; u < UNROLL && r0 + u < rounds; ++u) {
-      const float prevmax = maxval;
-      maxval = larger(maxval, larger(larger(larger(c[u].v[0], c[u].v[1]), c[u].v[2]), c[u].v[3]));
-      normalizer = normalizer * __expf(prevmax - maxval);
-      for (uint e = 0; e < 4u; ++e) normalizer = normalizer + __expf(c[u].v[e] - maxval);
-    }
-  }
-  float prevmax = maxval;
-  for (int m = 16; m > 0; m >>= 1) maxval = larger(maxval, __shfl_xor_sync(0xffffffffu, maxval, m));
-  normalizer = normalizer * __expf(prevmax - maxval);
-  for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);
-  threadgroup float warp_max[32], warp_normalizer[32];
-  prevmax = maxval;
-  if (lane == 0) warp_max[simd] = maxval;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  maxval = lane < THREADS / 32 ? warp_max[lane] : __int_as_float(0xff7fffff);
-  for (int m = 16; m > 0; m >>= 1) maxval = larger(maxval, __shfl_xor_sync(0xffffffffu, maxval, m));
-  normalizer = normalizer * __expf(prevmax - maxval);
-  if (lane == 0) warp_normalizer[simd] = normalizer;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  normalizer = lane < THREADS / 32 ? warp_normalizer[lane] : 0.0f;
-  for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);
-  const T rounded = T(isinf(maxval) ? maxval : logf(normalizer) + maxval);
-  if (tid == 0) lse[row] = rounded;
-  const float shift = float(rounded);
-"""
-
-FUSED_SOURCE = ROW_PROLOGUE + FUSED_LSE + ROW_SCAN
-
-# CUDA only: its lse is MLX's CUDA logsumexp (Metal's has another order), written with CUDA's intrinsics.
-FUSED = KernelSpec("normalized_argmax_fused", ("logits",), ("out", "lse"), FUSED_SOURCE, header=HEADER, arms=("cuda",))
-
-
-def lse_threads(vocab: int) -> int:
-    """Threads of MLX's CUDA logsumexp for a row of ``vocab`` (its ``MLX_SWITCH_BLOCK_DIM`` of ``ceil(V / 4)``):
-    the chunks' count rounded up to a power of two from 32 to 512, else 1024. The fused variant runs as many,
-    so each thread holds the columns MLX's does, in the same order."""
-    chunks = -(-vocab // CHUNK)
-    return next((t for t in (32, 64, 128, 256, 512) if chunks <= t), MAX_THREADS)
 
 
 def threads_for(vocab: int) -> int:
@@ -296,53 +263,54 @@ def row_launch(x: mx.array, lse: mx.array) -> Launch:
                   output_shapes=((rows,),), output_dtypes=(mx.uint32,))
 
 
-def fused_launch(x: mx.array) -> Launch:
-    """The fused variant's one launch (CUDA): a threadgroup of ``lse_threads(V)`` per row of ``x`` [rows, V];
-    outputs the ids (uint32 [rows]) and the lse it shifted by (T [rows], MLX's logsumexp bit for bit)."""
-    rows, vocab = x.shape
-    threads = lse_threads(vocab)
-    return Launch(FUSED, (x,), (("V", vocab), ("THREADS", threads), ("UNROLL", UNROLL), ("T", x.dtype)),
-                  grid=(threads * rows, 1, 1), threadgroup=(threads, 1, 1),
-                  output_shapes=((rows,), (rows,)), output_dtypes=(mx.uint32, x.dtype))
-
-
 def _kernel_argmax(logits: mx.array, arm: str) -> mx.array:
     x = _matrix(logits)
-    if arm in FUSED.arms:
-        out, _ = fused_launch(x).run(arm)
-    else:
-        (out,) = row_launch(x, _lse(x)).run(arm)
+    (out,) = row_launch(x, _lse(x)).run(arm)
     return out if logits.ndim == 2 else out.reshape(logits.shape[:-1])
 
 
 def _graph_argmax(logits: mx.array) -> mx.array:
     """The kernel's row pass in MLX ops (module docstring, Algorithm).
 
-    ``T(x - lse)`` is MLX's subtraction in T (the kernel's float32 difference
-    rounded to T is the same value), widened to float32; NaN -> -inf (the
-    kernel's strict ``>`` never takes a NaN); padded with -inf to whole rounds
-    of ``threads`` chunks. Column ``4 * (r * threads + t) + e`` is element
-    ``e`` of thread ``t``'s round ``r``, so [rows, rounds, threads, 4] moved to
-    [rows, threads, rounds * 4] lists each thread's columns in its scan order:
-    the max and its FIRST position are the thread's strict-``>`` result; a
-    thread whose max is -inf keeps the start id NONE. Across threads
-    (``better``): the lowest id among the threads holding the row's max; a
-    row with no score above -inf returns 0.
+    The logits, NaN as -inf (the kernel's strict ``>`` never takes a NaN),
+    padded with -inf to whole rounds of ``threads`` chunks. Column
+    ``4 * (r * threads + t) + e`` is element ``e`` of thread ``t``'s round
+    ``r``, so [rows, rounds, threads, 4] moved to [rows, threads, rounds * 4]
+    lists each thread's columns in its scan order: ``top`` is the max, ``pos``
+    its FIRST position, ``before`` the max of the columns before ``pos``. A
+    score is ``T(v - lse)``, MLX's subtraction in T (the kernel's float32
+    difference rounded to T is the same value), widened to float32. The
+    candidates are the threads whose ``top`` scores the best score; each
+    answers ``pos``, or, where ``before`` scores the best score too, its first
+    column that does. The lowest candidate id wins; a row whose best score is
+    not above -inf returns 0.
     """
     x = _matrix(logits)
     lse = _lse(x)
     rows, vocab = x.shape
     threads = threads_for(vocab)
     rounds = -(-vocab // (CHUNK * threads))
-    scores = (x - lse).astype(mx.float32)
-    scores = mx.where(mx.isnan(scores), -mx.inf, scores)
-    scores = mx.pad(scores, [(0, 0), (0, rounds * threads * CHUNK - vocab)], constant_values=-mx.inf)
-    scan = scores.reshape(rows, rounds, threads, CHUNK).transpose(0, 2, 1, 3).reshape(rows, threads, rounds * CHUNK)
-    thread_best = scan.max(axis=-1)
-    pos = mx.argmax(scan, axis=-1).astype(mx.uint32)
-    thread_ids = CHUNK * ((pos // CHUNK) * threads + mx.arange(threads, dtype=mx.uint32)) + pos % CHUNK
-    thread_ids = mx.where(thread_best > -mx.inf, thread_ids, NONE)
-    row_best = thread_best.max(axis=-1, keepdims=True)
-    winner = mx.where(thread_best == row_best, thread_ids, NONE).min(axis=-1)
+    shift = lse[:, :, None]  # [rows, 1, 1]
+
+    def score(v: mx.array) -> mx.array:
+        return (v - shift).astype(mx.float32)
+
+    raw = mx.where(mx.isnan(x), -mx.inf, x)
+    raw = mx.pad(raw, [(0, 0), (0, rounds * threads * CHUNK - vocab)], constant_values=-mx.inf)
+    scan = raw.reshape(rows, rounds, threads, CHUNK).transpose(0, 2, 1, 3).reshape(rows, threads, rounds * CHUNK)
+    column = mx.arange(rounds * CHUNK)
+    top = scan.max(axis=-1, keepdims=True)
+    pos = mx.argmax(scan, axis=-1, keepdims=True)
+    before = mx.where(column < pos, scan, -mx.inf).max(axis=-1, keepdims=True)
+    mine = score(top)
+    mine = mx.where(mine > -mx.inf, mine, -mx.inf)  # NaN (a non-finite lse) counts as -inf
+    best = mine.max(axis=1, keepdims=True)
+    rescan = score(before) == best
+    earlier = (score(scan) == best) & (column < pos)
+    first = mx.where(rescan & earlier.any(axis=-1, keepdims=True),
+                     mx.argmax(earlier.astype(mx.uint8), axis=-1, keepdims=True), pos).astype(mx.uint32)
+    ids = CHUNK * ((first // CHUNK) * threads + mx.arange(threads, dtype=mx.uint32)[:, None]) + first % CHUNK
+    ids = mx.where((best > -mx.inf) & (mine == best), ids, NONE)
+    winner = ids.min(axis=(1, 2))
     out = mx.where(winner == NONE, 0, winner)
     return out.reshape(logits.shape[:-1])

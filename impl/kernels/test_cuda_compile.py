@@ -8,8 +8,9 @@ small real arrays; nothing is launched), renders the translation unit
 MLX's default header, our prelude and header, the signature from the input
 and output names, dtypes and template values, the body) and compiles it with
 ``nvcc -arch=sm_90 -c``. A body edit that breaks CUDA fails here. The
-argmax row kernel and its fused variant launch 1024-thread blocks, so their
-register counts (ptxas ``-v``) must also stay within 64 per thread.
+argmax row kernel launches 1024-thread blocks, so its register count (ptxas
+``-v``) must also stay within 64 per thread, and within 32 on its vector path
+(two blocks per SM).
 
 The harness (the stand-in for MLX's ``utils.cuh``, batching, nvcc flags) is
 ``impl.kernels.nvcc``. Everything is written to a fresh temporary directory;
@@ -86,14 +87,12 @@ def half_row_launches() -> list[Launch]:
 
 
 def argmax_launches() -> list[Launch]:
-    """Per dtype, the row kernel and the fused variant at a vector-path vocabulary (V % 4 == 0, 1024 threads) and
-    an element-path one; the fused variant also at a vocabulary MLX's logsumexp gives 32 threads."""
+    """The row kernel per dtype at a vector-path vocabulary (V % 4 == 0, 1024 threads) and an element-path one."""
     launches = []
     for dtype in (mx.bfloat16, mx.float16, mx.float32):
         for vocab in (151936, 2049):
             x = mx.zeros((3, vocab), dtype)
-            launches += [argmax.row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)), argmax.fused_launch(x)]
-        launches.append(argmax.fused_launch(mx.zeros((3, 100), dtype)))
+            launches.append(argmax.row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)))
     return launches
 
 
@@ -106,13 +105,17 @@ def test_every_kernel_compiles_as_cuda(tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
-def test_argmax_fits_a_1024_thread_block(tmp_path):
-    """A 1024-thread block needs <= 64 registers per thread (65536 per SM); MLX gives NVRTC no launch bounds,
-    so a body that grows past 64 would compile and then fail to launch. ptxas -v reports the count."""
+def test_argmax_blocks_share_an_sm(tmp_path):
+    """A 1024-thread block needs <= 64 registers per thread to launch at all (65536 per SM; MLX gives NVRTC no
+    launch bounds, so a body that grew past 64 would compile and then fail to launch), and <= 32 on the vector
+    path for two blocks to share an SM: the calls of a round then overlap, which is what made the raw-logit scan
+    faster (impl/normalized_argmax.py, Algorithm). ptxas -v reports the count."""
     launches = [launch for launch in argmax_launches() if launch.threadgroup[0] == argmax.MAX_THREADS]
     assert launches, "no argmax launch uses MAX_THREADS threads"
     used = register_counts(tmp_path, launches)
     assert used and all(n <= 65536 // argmax.MAX_THREADS for n in used.values()), used
+    vector_path = {launch.cuda_function for launch in launches if dict(launch.template)["V"] % argmax.CHUNK == 0}
+    assert vector_path and all(used[name] <= 65536 // (2 * argmax.MAX_THREADS) for name in vector_path), used
 
 
 def register_counts(workdir, launches: list[Launch]) -> dict[str, int]:
