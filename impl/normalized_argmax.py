@@ -48,11 +48,13 @@ order, ``UNROLL`` of them per round so their loads are in flight together.
   takes 32 at ``UNROLL`` = 4 (``impl/kernels/test_cuda_compile.py`` checks it
   with ptxas), so two blocks share an SM and the calls of a round, which MLX's
   graph may run side by side, overlap. On the H200 at 64 x 151936 bf16
-  (``perf/runs/2026-11-30-h200-session12/callT5``): the call 41.5 -> 35.8 us
-  per call in eval8, 1.53x -> 1.78x the native ops interleaved in one process;
-  pipelined8, eval1 and pipelined1 unchanged (21.4-21.8, 95.7-98.0, 34.7-34.9
-  us: there the host's share of a call decides). 8 chunks per thread without
-  the rounding (54 registers) measured as the committed scan.
+  (``perf/runs/2026-11-30-h200-session12/``), interleaved in one process: as
+  bare compiled calls (``callT5``) 41.5 -> 35.8 us per call in eval8, 1.53x ->
+  1.78x the native ops; through the public wrapper (``callT8``, two
+  processes) 51.6 / 53.0 -> 48.1 / 47.8 us, 1.37x / 1.38x -> 1.47x / 1.53x.
+  Pipelined8, eval1 and pipelined1 within noise: there the host's share of a
+  call decides. 8 chunks per thread without the rounding (54 registers)
+  measured as the committed scan.
 * Not adopted (session 12, T1-T3): one launch that computes MLX's CUDA
   logsumexp itself (bit for bit: the same threads, order and float
   operations) and then scans. Its lse matched ``mx.logsumexp`` on every row
