@@ -22,8 +22,9 @@ Contract (the seed's ``normalizedArgmax``, mlx-bun 0.5.0 ``normalized-argmax.ts`
 * Eligible float inputs run a fixed-shape ``mx.compile`` of the arm's graph
   (as the seed compiles with shapeless=false): a new shape recompiles.
 
-Algorithm (all arms): MLX's ``logsumexp`` (one launch), then ONE threadgroup
-per row reads the row once and writes its id (one launch; the seed's partial +
+Algorithm (all arms): MLX's ``logsumexp`` (one launch; CUDA's fused variant
+computes it in the same kernel, below), then ONE threadgroup per row reads
+the row once and writes its id (one launch; the seed's partial +
 finish pair cost a launch more, and every case is launch-bound on an H200:
 0.02-0.05 ms for 0.3-19 MB). Chunk ``k`` is columns ``[4k, 4k + 4)``; thread
 ``t`` of ``threads_for(V)`` takes chunks ``t, t + threads, ...`` in ascending
@@ -55,14 +56,29 @@ order, ``UNROLL`` of them per round so their loads are in flight together.
   Pipelined8, eval1 and pipelined1 within noise: there the host's share of a
   call decides. 8 chunks per thread without the rounding (54 registers)
   measured as the committed scan.
-* Not adopted (session 12, T1-T3): one launch that computes MLX's CUDA
-  logsumexp itself (bit for bit: the same threads, order and float
-  operations) and then scans. Its lse matched ``mx.logsumexp`` on every row
-  measured, but with a second pass over the row (from L2) or a rescan of
-  the candidates it was no faster than the two launches: MLX's logsumexp is
-  the lighter kernel (8.5 us per call pipelined8 against 15-19 us for either
-  of ours), and a kernel of ours pays MLX's host cost of a custom kernel.
-  Records: ``perf/runs/2026-11-30-h200-session12/`` (``fused_source.py``).
+* The fused variant (CUDA, ``FUSED``; the cuda arm's call): one launch
+  instead of two. Its scan computes the row's lse itself, as MLX's own CUDA
+  logsumexp does, bit for bit: one threadgroup of ``lse_threads(V)`` threads
+  (MLX's ``MLX_SWITCH_BLOCK_DIM`` of ``ceil(V / 4)``), chunk ``r * THREADS + t``
+  of 4 columns in round ``r``, per thread an online max and normalizer with
+  ``__expf`` (``normalizer * __expf(prevmax - max)``, then each column's
+  ``__expf(x - max)`` added in order), cooperative groups' butterflies (xor
+  16 .. 1) per warp, then across warps through threadgroup memory, and
+  ``T(isinf(max) ? max : logf(normalizer) + max)``; it keeps ``top``,
+  its first id and ``before`` as the row kernel's scan does, writes the lse
+  as a second output, and ends with the same candidate phase
+  (``CANDIDATES``). ``mx.logsumexp`` on CUDA is MLX's kernel, so the shift is
+  the lse the contract names. The mirror is MLX 0.32.4's kernel: should MLX
+  change it, ``test_fused_variant_shifts_by_mlx_logsumexp`` fails (its lse
+  output against ``mx.logsumexp``, bit for bit). On the H200
+  (``perf/runs/2026-11-30-h200-session12/callT9``, two processes, bare
+  compiled calls): 41.4 / 35.7 us eval8 against the two launches' 46.3 /
+  39.9, 1.78x / 1.88x the native ops against 1.59x / 1.68x; the other
+  protocols within noise. A first form that scanned the whole row again
+  (from L2) instead of the candidate phase, 48 registers, was no faster than
+  two launches (``callT1``-``callT3``; ``fused_source.py`` there). Metal keeps
+  two launches: its logsumexp runs another order, and no Apple GPU was at
+  hand to mirror it.
 * The score is ``float(T(logit - lse))`` with the difference taken in float32:
   for bf16 (8-bit significand) and f16 (11) a float32 difference of two T
   values rounded to T equals the exactly rounded T difference native
@@ -86,8 +102,11 @@ order, ``UNROLL`` of them per round so their loads are in flight together.
   64 KiB with two blocks on an SM.
 * Grid: rows along x (CUDA's grid y stops at 65535 blocks).
 
-Arms: ``metal`` / ``cuda`` compile ``ROW_SOURCE`` with ``HEADER`` (one source
-each); ``graph`` is the same algorithm in MLX ops: the logits (NaN as -inf)
+Arms: ``metal`` compiles ``ROW_SOURCE`` with ``HEADER``, after MLX's
+``logsumexp``; ``cuda`` compiles ``FUSED_SOURCE`` (its prologue and candidate
+phase are ``ROW_SOURCE``'s; nvcc in CI compiles ``ROW_SOURCE`` for CUDA too,
+and the gates run it on the H200 beside the fused call); ``graph`` is the row
+kernel's algorithm in MLX ops: the logits (NaN as -inf)
 padded with -inf to whole rounds, reshaped to [rows, threads, thread's columns
 in scan order]; per thread ``top``, its first position and ``before``; the best
 score; the candidates' ids, with the earliest column rounding to the best
@@ -101,7 +120,10 @@ MLX's lse on every row (vocabularies on both load paths, ties inside a chunk,
 across threads and at the round edge, rounding ties across threads and inside
 one thread, a maximum in the last column, a view that starts off the vector
 alignment); ``properties/test_normalized_argmax_props.py`` holds the same over
-Hypothesis-drawn batches (ties, NaN, infinities, edges). The seed kernel's
+Hypothesis-drawn batches (ties, NaN, infinities, edges);
+``test_fused_variant_shifts_by_mlx_logsumexp`` (CUDA) holds the fused
+variant's lse bit-exact to ``mx.logsumexp`` and its ids equal to the two
+launches'. The seed kernel's
 CUDA record on an NVIDIA H200: ``reports/runs/2026-11-29-h200-cuda/`` (native
 argmax on CUDA lets NaN win exactly as on the CPU); this scan's:
 ``reports/runs/2026-11-30-h200-issue10-pass12/``.
@@ -116,8 +138,8 @@ import mlx.core as mx
 from impl.arms import resolve_arm
 from impl.kernels import KernelSpec, Launch
 
-__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "MAX_THREADS", "UNROLL", "normalized_argmax", "normalized_argmax_native",
-           "row_launch", "threads_for"]
+__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "MAX_THREADS", "UNROLL", "fused_launch", "lse_threads", "normalized_argmax",
+           "normalized_argmax_native", "row_launch", "threads_for"]
 
 CHUNK = 4  # columns per chunk: one 4-lane vector load
 MAX_THREADS = 1024  # threads per row's threadgroup (module docstring: a row on an SM, bytes in flight)
@@ -164,14 +186,17 @@ METAL_FUNC Chunk load_chunk(const DEVICE_MEM T* x, uint k, uint V, bool vectors)
   return c;
 }"""
 
-ROW_SOURCE = """
+# The row kernel's body in three pieces: the fused variant (below) shares the first and the last.
+ROW_PROLOGUE = """
   const uint tid = thread_position_in_threadgroup.x;
   const uint lane = tid % 32, simd = tid / 32;
   const uint row = threadgroup_position_in_grid.x;
   const auto x = logits + ulong(row) * V;
   const uint chunks = (uint(V) + 3u) / 4u;
   const bool vectors = uint(V) % 4u == 0 && vector_aligned(x);
-  const float shift = float(lse[row]);
+"""
+
+ROW_SCAN = """  const float shift = float(lse[row]);
   float top = -INFINITY, before = -INFINITY;  // the largest logit; the largest before its first id
   uint topId = 0xffffffffu;
   for (uint first = tid; first < chunks; first += UNROLL * THREADS) {
@@ -183,7 +208,10 @@ ROW_SOURCE = """
       }
     }
   }
-  float mine = float(T(top - shift));  // this thread's best score: its largest logit's
+"""
+
+# From each thread's top, topId and before, and the shift: the row's id (module docstring, Algorithm).
+CANDIDATES = """  float mine = float(T(top - shift));  // this thread's best score: its largest logit's
   mine = mine > -INFINITY ? mine : -INFINITY;  // NaN (a non-finite lse) counts as -inf
   float best = simd_max(mine);
   threadgroup float bests[32];
@@ -212,7 +240,63 @@ ROW_SOURCE = """
   }
 """
 
+ROW_SOURCE = ROW_PROLOGUE + ROW_SCAN + CANDIDATES
+
 ROW = KernelSpec("normalized_argmax_row", ("logits", "lse"), ("out",), ROW_SOURCE, header=HEADER)
+
+# The fused variant's scan (CUDA): MLX's own CUDA logsumexp of the row, the same float operations in the same order
+# (module docstring, "The fused variant"), keeping each thread's top, topId and before as the row kernel's scan does.
+# -FLT_MAX is MLX's Limits<float>::finite_min (NVRTC has no <cfloat>).
+FUSED_SCAN = """  float top = -INFINITY, before = -INFINITY;  // the largest logit; the largest before its first id
+  uint topId = 0xffffffffu;
+  const auto larger = [](float a, float b) { return a < b ? b : a; };  // cooperative_groups::greater
+  const uint rounds = (chunks + THREADS - 1u) / THREADS;  // MLX's ceil(V / (4 * BLOCK)): every thread runs them all
+  float maxval = __int_as_float(0xff7fffff), normalizer = 0.0f;
+  for (uint r0 = 0; r0 < rounds; r0 += UNROLL) {
+    Chunk c[UNROLL];
+    for (uint u = 0; u < UNROLL; ++u) c[u] = load_chunk<T>(x, (r0 + u) * THREADS + tid, V, vectors);
+    for (uint u = 0; u < UNROLL && r0 + u < rounds; ++u) {
+      const float prevmax = maxval;
+      maxval = larger(maxval, larger(larger(larger(c[u].v[0], c[u].v[1]), c[u].v[2]), c[u].v[3]));
+      normalizer = normalizer * __expf(prevmax - maxval);
+      for (uint e = 0; e < 4u; ++e) normalizer = normalizer + __expf(c[u].v[e] - maxval);
+      for (uint e = 0; e < 4u; ++e) {
+        if (c[u].v[e] > top) { before = top; top = c[u].v[e]; topId = 4u * ((r0 + u) * THREADS + tid) + e; }
+      }
+    }
+  }
+  float prevmax = maxval;
+  for (int m = 16; m > 0; m >>= 1) maxval = larger(maxval, __shfl_xor_sync(0xffffffffu, maxval, m));
+  normalizer = normalizer * __expf(prevmax - maxval);
+  for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);
+  threadgroup float warp_max[32], warp_normalizer[32];
+  prevmax = maxval;
+  if (lane == 0) warp_max[simd] = maxval;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  maxval = lane < THREADS / 32 ? warp_max[lane] : __int_as_float(0xff7fffff);
+  for (int m = 16; m > 0; m >>= 1) maxval = larger(maxval, __shfl_xor_sync(0xffffffffu, maxval, m));
+  normalizer = normalizer * __expf(prevmax - maxval);
+  if (lane == 0) warp_normalizer[simd] = normalizer;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  normalizer = lane < THREADS / 32 ? warp_normalizer[lane] : 0.0f;
+  for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);
+  const T rounded = T(isinf(maxval) ? maxval : logf(normalizer) + maxval);
+  if (tid == 0) lse[row] = rounded;
+  const float shift = float(rounded);
+"""
+
+FUSED_SOURCE = ROW_PROLOGUE + FUSED_SCAN + CANDIDATES
+
+# CUDA only: its lse is MLX's CUDA logsumexp (Metal's runs another order) and it uses CUDA's intrinsics.
+FUSED = KernelSpec("normalized_argmax_fused", ("logits",), ("out", "lse"), FUSED_SOURCE, header=HEADER, arms=("cuda",))
+
+
+def lse_threads(vocab: int) -> int:
+    """Threads of MLX's CUDA logsumexp for a row of ``vocab`` (its ``MLX_SWITCH_BLOCK_DIM`` of ``ceil(V / 4)``):
+    the chunks' count rounded up to a power of two from 32 to 512, else 1024. The fused variant runs as many, so
+    each thread holds the columns MLX's does, in the same order."""
+    chunks = -(-vocab // CHUNK)
+    return next((t for t in (32, 64, 128, 256, 512) if chunks <= t), MAX_THREADS)
 
 
 def threads_for(vocab: int) -> int:
@@ -265,9 +349,22 @@ def row_launch(x: mx.array, lse: mx.array) -> Launch:
                   output_shapes=((rows,),), output_dtypes=(mx.uint32,))
 
 
+def fused_launch(x: mx.array) -> Launch:
+    """The fused variant's one launch (CUDA): a threadgroup of ``lse_threads(V)`` per row of ``x`` [rows, V];
+    outputs the ids (uint32 [rows]) and the lse it shifted by (T [rows], MLX's logsumexp bit for bit)."""
+    rows, vocab = x.shape
+    threads = lse_threads(vocab)
+    return Launch(FUSED, (x,), (("V", vocab), ("THREADS", threads), ("UNROLL", UNROLL), ("T", x.dtype)),
+                  grid=(threads * rows, 1, 1), threadgroup=(threads, 1, 1),
+                  output_shapes=((rows,), (rows,)), output_dtypes=(mx.uint32, x.dtype))
+
+
 def _kernel_argmax(logits: mx.array, arm: str) -> mx.array:
     x = _matrix(logits)
-    (out,) = row_launch(x, _lse(x)).run(arm)
+    if arm in FUSED.arms:
+        out, _ = fused_launch(x).run(arm)
+    else:
+        (out,) = row_launch(x, _lse(x)).run(arm)
     return out if logits.ndim == 2 else out.reshape(logits.shape[:-1])
 
 

@@ -61,8 +61,8 @@ def test_every_substitution_applies_exactly_once(mutant):
     assert mutant_diff(mutant).count("\n-") >= 1
 
 
-def kernel_sources(path: str) -> list[str]:
-    """Every KernelSpec body and header the module at ``path`` defines (what metal and cuda compile)."""
+def kernel_specs(path: str) -> list:
+    """Every KernelSpec the module at ``path`` defines."""
     import importlib
 
     from impl.kernels import KernelSpec
@@ -70,7 +70,12 @@ def kernel_sources(path: str) -> list[str]:
     module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
     specs = [v for v in vars(module).values() if isinstance(v, KernelSpec)]
     assert specs, f"{path} defines no KernelSpec"
-    return [text for spec in specs for text in (spec.source, spec.header)]
+    return specs
+
+
+def kernel_sources(path: str) -> list[str]:
+    """Every KernelSpec body and header the module at ``path`` defines (what metal and cuda compile)."""
+    return [text for spec in kernel_specs(path) for text in (spec.source, spec.header)]
 
 
 def host_only(mutant: Mutant) -> bool:
@@ -88,7 +93,7 @@ def test_host_mutants_of_kernel_modules_stay_out_of_the_bodies(mutant):
 
 
 @pytest.mark.parametrize("mutant", [m for m in CATALOG + GAPS if set(m.files) & set(KERNEL_MODULES)
-                                    and not host_only(m)], ids=lambda m: m.name)
+                                    and not host_only(m) and not m.arms], ids=lambda m: m.name)
 def test_kernel_mutants_change_the_body_and_its_graph_mirror(mutant):
     """One idea, every implementation: a body substitution (metal and cuda compile it) and a graph one."""
     parts = {s.part for s in mutant.substitutions}
@@ -99,6 +104,26 @@ def test_kernel_mutants_change_the_body_and_its_graph_mirror(mutant):
             f"{mutant.name}: {sub.old!r} is labelled {sub.part} but {'is' if in_body else 'is not'} in a kernel body")
     assert mutant.in_kernel_body
     assert all("{arm}" in test for test in mutant.tests), f"{mutant.name}: kernel killers run on every arm"
+
+
+@pytest.mark.parametrize("mutant", [m for m in CATALOG + GAPS if m.arms], ids=lambda m: m.name)
+def test_arm_limited_mutants_change_only_what_their_arms_compile(mutant):
+    """A mutant without a graph mirror names its arms, and each of its substitutions is in kernel bodies that only
+    those arms compile (``KernelSpec.arms``): a text shared with a body other arms compile needs the graph mirror."""
+    assert {s.part for s in mutant.substitutions} == {"body"}, f"{mutant.name}: an arm-limited mutant is body only"
+    for sub in mutant.substitutions:
+        holding = [spec for spec in kernel_specs(sub.path) if sub.old in spec.source or sub.old in spec.header]
+        assert holding, f"{mutant.name}: {sub.old!r} is in no kernel body"
+        wider = [spec.name for spec in holding if not set(spec.arms) <= set(mutant.arms)]
+        assert not wider, f"{mutant.name}: {sub.old!r} is also in {wider}, which arms beyond {mutant.arms} compile"
+    assert all("{arm}" in test for test in mutant.tests), f"{mutant.name}: its killers run on its arms"
+
+
+def test_catalog_arms_are_the_registry_arms():
+    from impl.arms import ARMS as REGISTRY_ARMS
+    from mutants.catalog import ARMS
+
+    assert ARMS == REGISTRY_ARMS
 
 
 def test_every_gate_and_property_module_is_named_as_a_killer():
@@ -139,6 +164,9 @@ def test_expand_tests_and_rotation():
 
 
 def test_bad_catalog_entries_are_refused():
+    with pytest.raises(ValueError, match="arms must be"):
+        Mutant("opencl_only", "idea", "masks", (Substitution("impl/masks.py", "a", "b"),), ("t.py::t",),
+               arms=("opencl",))
     with pytest.raises(ValueError, match="part must be one of"):
         Substitution("impl/masks.py", "a", "b", "kernel")
     with pytest.raises(ValueError, match="differs"):
@@ -193,6 +221,24 @@ def test_a_killed_mutant_names_its_killer(standin, tmp_path):
     assert record["killed_by"] == "test_calc.py::test_add" and record["seconds"] > 0
     assert "-    return a + b  # the sum\n+    return a - b  # the sum" in record["diff"]
     assert (standin / "calc.py").read_text() == STANDIN["calc.py"], "the tree was edited in place"
+
+
+def test_an_arm_limited_mutant_is_left_out_where_its_arms_do_not_run(standin, tmp_path, monkeypatch):
+    """A mutant of a CUDA-only variant cannot run where only the graph arm does (as on a CPU; the run's arms are
+    fixed here, so a GPU host runs the same test): named in ``left_out``, no result, no record; the others run as
+    usual."""
+    import mutants.runner as runner
+
+    monkeypatch.setattr(runner, "_arms", lambda device, arm: ("cpu", ["graph"]))
+    cuda_only = Mutant("cuda_only_sum", "stand-in: a CUDA-only variant's bug", "calc",
+                       (Substitution("calc.py", "return a + b", "return a - b"),), ("test_calc.py::test_add",),
+                       arms=("cuda",))
+    every_arm = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
+    assert not cuda_only.runs_on(["graph"]) and cuda_only.runs_on(["cuda", "graph"]) and every_arm.runs_on(["graph"])
+    report, records = run_standin(standin, tmp_path, cuda_only, every_arm)
+    assert [m.name for m in report.left_out] == ["cuda_only_sum"]
+    assert [r.mutant.name for r in report.results] == ["sum_is_a_difference"] and report.ok
+    assert [r["name"] for r in records] == ["sum_is_a_difference"]
 
 
 def test_a_harmless_mutant_survives_and_fails_the_run(standin, tmp_path):

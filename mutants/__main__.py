@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         return 2
     if args.list:
         for m in mutants:
-            arms = "body+graph" if m.in_kernel_body else "code"
+            arms = ("/".join(m.arms) + " body" if m.arms else "body+graph") if m.in_kernel_body else "code"
             print(f"{m.name:44} {m.target:20} {arms:10} {m.idea}")
         return 0
     if args.rotate:
@@ -80,7 +80,9 @@ def main(argv=None) -> int:
     print(f"\nmutants: {report.count('killed')}/{total} killed ({report.score:.0%}), {report.count('survived')} "
           f"survived, {report.count('stale')} stale, {report.count('error')} errors in {report.seconds:.0f} s "
           f"(device {report.device}, arms {', '.join(report.arms)}, {report.workers} at a time, "
-          f"profile {report.profile})")
+          f"profile {report.profile})"
+          + (f"; {len(report.left_out)} left out: their code runs only on "
+             f"{', '.join(sorted({a for m in report.left_out for a in m.arms}))}" if report.left_out else ""))
     return 0 if report.ok else 1
 
 

@@ -15,15 +15,24 @@ where a GPU is present. A body-only mutant could never die on CPU.
 (the runner stops at the first failure). ``{arm}`` in a node id expands to each
 arm the run covers (``graph`` on a CPU; ``graph`` and ``cuda`` on an NVIDIA
 GPU with ``--device gpu``), so one entry names the kernel's gate on every arm.
+
+A bug in a variant only one arm compiles (``KernelSpec.arms``: e.g. normalized
+argmax's fused CUDA variant, whose lse mirrors MLX's CUDA logsumexp) has no
+graph mirror: nothing the graph arm computes makes the same mistake. Such a
+mutant names its ``arms`` (``("cuda",)``); a run whose arms do not include one
+of them leaves it out and says so (``Report.left_out``), and ``{arm}`` expands
+only to those arms. On a CPU it cannot die; the H200 runs
+(``python -m mutants --device gpu --arm cuda``) must kill it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CATALOG", "GAPS", "PARTS", "Mutant", "Substitution", "by_name"]
+__all__ = ["ARMS", "CATALOG", "GAPS", "PARTS", "Mutant", "Substitution", "by_name"]
 
 PARTS = ("body", "graph", "code")  # kernel body string / graph arm / other Python
+ARMS = ("graph", "metal", "cuda")  # impl.arms.ARMS (not imported: the catalog loads without MLX)
 
 
 @dataclass(frozen=True)
@@ -51,12 +60,19 @@ class Mutant:
     target: str  # the kernel or cache component it breaks
     substitutions: tuple[Substitution, ...]
     tests: tuple[str, ...]  # node ids, "{arm}" expanded per arm
+    arms: tuple[str, ...] = ()  # the only arms that run the mutated code (module docstring); () = every arm
 
     def __post_init__(self):
         if not self.name.isidentifier():
             raise ValueError(f"mutant name must be an identifier, got {self.name!r}")
         if not self.substitutions or not self.tests:
             raise ValueError(f"{self.name}: a mutant needs substitutions and killing tests")
+        if not isinstance(self.arms, tuple) or not set(self.arms) <= set(ARMS):
+            raise ValueError(f"{self.name}: arms must be a tuple of {ARMS} (empty: every arm), got {self.arms!r}")
+
+    def runs_on(self, arms) -> bool:
+        """Whether a run covering ``arms`` runs the mutated code (every run does when ``self.arms`` is empty)."""
+        return not self.arms or bool(set(self.arms) & set(arms))
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -94,6 +110,7 @@ PAGED_GATE = "parity/test_paged_attention.py::test_dense_pool[{arm}-%s]"
 KVQ4_GATE = "parity/test_kvq4_decode.py::test_kvq4_decode[{arm}-seed-%s]"
 KVQ4_DIRECT_GATE = "parity/test_kvq4_decode.py::test_kvq4_decode[{arm}-direct-%s]"
 MULTI_GATE = "parity/test_multi_query.py::test_multi_query[{arm}-%s]"
+FUSED_GATE = "parity/test_normalized_argmax.py::test_fused_variant_shifts_by_mlx_logsumexp[{arm}-%s]"
 
 CATALOG: tuple[Mutant, ...] = (
     # --- direct paged attention ------------------------------------------------
@@ -231,6 +248,48 @@ CATALOG: tuple[Mutant, ...] = (
         (body(ARGMAX, "out[row] = id == 0xffffffffu ? 0u : id;", "out[row] = id;"),
          graph(ARGMAX, "out = mx.where(winner == NONE, 0, winner)", "out = winner")),
         ("properties/test_normalized_argmax_props.py::test_matches_the_contract_oracle[{arm}]",)),
+
+    # normalized argmax's fused variant (CUDA only: no graph mirror; module docstring)
+    Mutant(
+        "argmax_fused_lse_sums_lanes_upward",
+        "the fused variant's warp sum of the normalizer runs its butterfly upward (xor 1 .. 16) instead of MLX's "
+        "16 .. 1: the same sum in another order, so its lse is no longer MLX's to the last bit",
+        "normalized_argmax",
+        (body(ARGMAX, "  normalizer = normalizer * __expf(prevmax - maxval);\n"
+                      "  for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);\n"
+                      "  threadgroup float warp_max",
+              "  normalizer = normalizer * __expf(prevmax - maxval);\n"
+              "  for (int m = 1; m < 32; m <<= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);\n"
+              "  threadgroup float warp_max"),),
+        (FUSED_GATE % "float32-1000", FUSED_GATE % "float32-129", FUSED_GATE % "float32-151936"),
+        arms=("cuda",)),
+    Mutant(
+        "argmax_fused_lse_misses_the_rescale",
+        "the fused variant's online normalizer is not rescaled when a round raises the thread's max",
+        "normalized_argmax",
+        (body(ARGMAX, "      normalizer = normalizer * __expf(prevmax - maxval);\n", ""),),
+        (FUSED_GATE % "bfloat16-4100",),
+        arms=("cuda",)),
+    Mutant(
+        "argmax_fused_lse_of_one_warp",
+        "the fused variant skips the reduction across warps: each warp shifts by its own columns' lse (warp 0's is "
+        "written out)",
+        "normalized_argmax",
+        (body(ARGMAX, "maxval = lane < THREADS / 32 ? warp_max[lane] : __int_as_float(0xff7fffff);",
+              "maxval = warp_max[simd];"),
+         body(ARGMAX, "normalizer = lane < THREADS / 32 ? warp_normalizer[lane] : 0.0f;",
+              "normalizer = warp_normalizer[simd];")),
+        (FUSED_GATE % "bfloat16-32000",),
+        arms=("cuda",)),
+    Mutant(
+        "argmax_fused_scan_forgets_before",
+        "the fused variant's scan does not keep the largest logit before a thread's top: a rounding tie inside one "
+        "thread answers the top's id",
+        "normalized_argmax",
+        (body(ARGMAX, "{ before = top; top = c[u].v[e]; topId = 4u * ((r0 + u) * THREADS + tid) + e; }",
+              "{ top = c[u].v[e]; topId = 4u * ((r0 + u) * THREADS + tid) + e; }"),),
+        ("parity/test_normalized_argmax.py::test_normalized_argmax[{arm}-bfloat16-32000]",),
+        arms=("cuda",)),
 
     # --- kvq4 decode ------------------------------------------------------------
     Mutant(

@@ -19,6 +19,10 @@ copy:
   runs one arm alone (``--arm cuda``: the compiled arm must kill every
   kernel-body mutant by itself).
 
+A mutant whose ``arms`` (a variant only those arms compile) miss every arm of
+the run is left out, named in the log and in ``Report.left_out``; it is not a
+result (it can neither die nor survive here).
+
 Statuses: ``killed`` (a killing test failed; ``killed_by`` is the first one),
 ``survived`` (every killing test passed: the suite has no teeth there),
 ``stale`` (a substitution's old text does not occur exactly once: the catalog
@@ -268,6 +272,7 @@ class Report:
     arms: list[str]
     profile: str
     workers: int
+    left_out: list[Mutant] = field(default_factory=list)  # their code runs on none of this run's arms
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -348,11 +353,16 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
     device, arms = _arms(device, arm)
     if arm is not None:
         mutants = [m for m in mutants if m.in_kernel_body]
+    left_out = [m for m in mutants if not m.runs_on(arms)]
+    if left_out:
+        log(f"mutants: left out {len(left_out)}, whose code runs only on arms this run lacks ({', '.join(arms)}): "
+            + ", ".join(f"{m.name} ({'/'.join(m.arms)})" for m in left_out))
+        mutants = [m for m in mutants if m.runs_on(arms)]
     files = tree_files(root)
     results: list[MutantResult] = []
     runnable: list[MutantResult] = []
     for m in mutants:  # stale mutants are found before anything runs
-        result = MutantResult(m, "error", expand_tests(m.tests, arms))
+        result = MutantResult(m, "error", expand_tests(m.tests, [a for a in arms if m.runs_on((a,))]))
         try:
             result.diff = mutant_diff(m, root)
         except StaleMutant as exc:
@@ -415,4 +425,4 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
             finish(result)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         list(pool.map(attempt, runnable))
-    return Report(results, clean, time.perf_counter() - start, device, arms, profile, workers)
+    return Report(results, clean, time.perf_counter() - start, device, arms, profile, workers, left_out)

@@ -18,6 +18,13 @@ rounds of chunks per thread, 151936 several unrolled groups). Gates (kernel
 Also: rows read through views that start off the vector alignment (the kernel
 must fall back to elements there), and the identity the kernel's score rests
 on (a float32 difference of two T values, rounded to T, is MLX's T subtraction).
+
+The fused variant (CUDA; the cuda arm's call) computes the lse itself, as
+MLX's CUDA logsumexp does: ``test_fused_variant_shifts_by_mlx_logsumexp`` holds
+its lse bit-exact to ``mx.logsumexp`` and its ids equal to the two launches'
+(MLX's logsumexp, then the row kernel), on 64 rows per dtype at vocabularies
+giving MLX's kernel each of its block sizes (32 to 1024 threads), one round of
+chunks or many; the rows above reach it through ``normalized_argmax``.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from impl.normalized_argmax import CHUNK, normalized_argmax, normalized_argmax_native, threads_for
+from impl.normalized_argmax import (CHUNK, FUSED, fused_launch, lse_threads, normalized_argmax, normalized_argmax_native,
+                                    row_launch, threads_for)
 from properties import strategies as sts
 from reference.sampling import normalized_argmax_ref, round_to
 
@@ -182,3 +190,52 @@ def test_float32_difference_rounds_like_the_dtype(gate, dtype):
     gate.bit_exact(via_float32, x - shift, what="T(float32(x) - float32(lse)) is MLX's x - lse in T",
                    kernel="normalized_argmax", case=f"{dtype}-score-native")
 
+
+# The fused variant (CUDA). Vocabularies: 1 and 3 (one partial chunk), 100 / 129 / 1000 (32 / 64 / 256 threads in
+# MLX's logsumexp), 1023 / 1025 / 2049 (256, 512, 1024 threads; element loads), 4100 (two rounds, the second almost
+# empty), 32000 and 151936 (8 and 38 rounds: one and five unrolled groups of chunks).
+FUSED_VOCABS = [1, 3, 100, 129, 1000, 1023, 1025, 2049, 4100, 32000, 151936]
+PLAIN_LSE_ROWS = 48  # each plain row is one more test of the summation order: a float32 lse shows any change in it
+
+
+def lse_rows(V: int, dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """64 rows of V logits for the lse gate: plain rows at several scales, a constant row, rows whose max comes
+    last (it moves every round: the online rescale) or first, -inf sprinkled, +inf, NaN, all -inf, huge."""
+    big = 60000.0 if dtype == "float16" else 3.0e38
+    rows = [rng.standard_normal(V) * scale + shift
+            for scale, shift in ((1e-3, 0.0), (0.1, 5.0), (1.0, 0.0), (3.0, -2.0), (10.0, 0.0), (100.0, 50.0))]
+    rows += [rng.standard_normal(V) * 4.0 for _ in range(PLAIN_LSE_ROWS)]
+    rows += [np.full(V, 0.5), np.linspace(-8.0, 8.0, V), np.linspace(8.0, -8.0, V)]
+    sprinkled, pos_inf, nan = (rng.standard_normal(V) for _ in range(3))
+    sprinkled[rng.random(V) < 0.5] = -np.inf
+    pos_inf[-1] = np.inf
+    nan[V // 2] = np.nan
+    huge = rng.uniform(-1.0, 1.0, V) * big * 0.5
+    huge[V // 3] = big
+    rows += [sprinkled, pos_inf, nan, np.full(V, -np.inf), huge]
+    return round_to(np.stack(rows), dtype)
+
+
+def nan_as_one_nan(a: mx.array) -> mx.array:
+    """NaN compared as NaN whatever its sign and payload (llama.cpp's rule); every other value by its bytes."""
+    return mx.where(mx.isnan(a), mx.array(float("nan"), a.dtype), a)
+
+
+@pytest.mark.gate
+@pytest.mark.arms(*FUSED.arms)
+@pytest.mark.parametrize("V", FUSED_VOCABS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_variant_shifts_by_mlx_logsumexp(arm, gate, dtype, V):
+    """The fused variant's lse output is ``mx.logsumexp`` of each row bit for bit (it mirrors MLX's CUDA kernel:
+    the same threads, chunks, order and float operations), and its ids are the two-launch row kernel's."""
+    rows = lse_rows(V, dtype, np.random.default_rng(V))
+    x = sts.to_mx(rows, dtype)
+    launch = fused_launch(x)
+    assert launch.threadgroup[0] == lse_threads(V)
+    ids, lse = launch.run(arm)
+    gate.bit_exact(nan_as_one_nan(lse), nan_as_one_nan(mx.logsumexp(x, axis=-1)),
+                   what=f"the fused variant's lse is MLX's logsumexp ({lse_threads(V)} threads), NaN as NaN",
+                   kernel="normalized_argmax", case=f"{dtype}-V{V}-fused-lse")
+    (two_launch,) = row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)).run(arm)
+    gate.equal(ids, two_launch, what="the fused variant's ids are the two launches' (MLX's lse, the row kernel)",
+               kernel="normalized_argmax", case=f"{dtype}-V{V}-fused-ids")

@@ -8,9 +8,9 @@ small real arrays; nothing is launched), renders the translation unit
 MLX's default header, our prelude and header, the signature from the input
 and output names, dtypes and template values, the body) and compiles it with
 ``nvcc -arch=sm_90 -c``. A body edit that breaks CUDA fails here. The
-argmax row kernel launches 1024-thread blocks, so its register count (ptxas
-``-v``) must also stay within 64 per thread, and within 32 on its vector path
-(two blocks per SM).
+argmax row kernel and its fused variant launch 1024-thread blocks, so their
+register counts (ptxas ``-v``) must also stay within 64 per thread, and within
+32 on the vector path (two blocks per SM).
 
 The harness (the stand-in for MLX's ``utils.cuh``, batching, nvcc flags) is
 ``impl.kernels.nvcc``. Everything is written to a fresh temporary directory;
@@ -87,12 +87,14 @@ def half_row_launches() -> list[Launch]:
 
 
 def argmax_launches() -> list[Launch]:
-    """The row kernel per dtype at a vector-path vocabulary (V % 4 == 0, 1024 threads) and an element-path one."""
+    """Per dtype, the row kernel and the fused variant at a vector-path vocabulary (V % 4 == 0, 1024 threads) and
+    an element-path one; the fused variant also at a vocabulary MLX's logsumexp gives 32 threads."""
     launches = []
     for dtype in (mx.bfloat16, mx.float16, mx.float32):
         for vocab in (151936, 2049):
             x = mx.zeros((3, vocab), dtype)
-            launches.append(argmax.row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)))
+            launches += [argmax.row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)), argmax.fused_launch(x)]
+        launches.append(argmax.fused_launch(mx.zeros((3, 100), dtype)))
     return launches
 
 
@@ -106,7 +108,7 @@ def test_every_kernel_compiles_as_cuda(tmp_path):
 
 @pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_argmax_blocks_share_an_sm(tmp_path):
-    """A 1024-thread block needs <= 64 registers per thread to launch at all (65536 per SM; MLX gives NVRTC no
+    """The row kernel's and the fused variant's. A 1024-thread block needs <= 64 registers per thread to launch at all (65536 per SM; MLX gives NVRTC no
     launch bounds, so a body that grew past 64 would compile and then fail to launch), and <= 32 on the vector
     path for two blocks to share an SM: the calls of a round then overlap, which is what made the raw-logit scan
     faster (impl/normalized_argmax.py, Algorithm). ptxas -v reports the count."""
