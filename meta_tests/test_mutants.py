@@ -225,8 +225,8 @@ def test_a_killed_mutant_names_its_killer(standin, tmp_path):
 
 def test_an_arm_limited_mutant_is_left_out_where_its_arms_do_not_run(standin, tmp_path, monkeypatch):
     """A mutant of a CUDA-only variant cannot run where only the graph arm does (as on a CPU; the run's arms are
-    fixed here, so a GPU host runs the same test): named in ``left_out``, no result, no record; the others run as
-    usual."""
+    fixed here, so a GPU host runs the same test): named in ``left_out``, not a result, its record says
+    ``left_out`` and why; the others run as usual."""
     import mutants.runner as runner
 
     monkeypatch.setattr(runner, "_arms", lambda device, arm: ("cpu", ["graph"]))
@@ -238,7 +238,10 @@ def test_an_arm_limited_mutant_is_left_out_where_its_arms_do_not_run(standin, tm
     report, records = run_standin(standin, tmp_path, cuda_only, every_arm)
     assert [m.name for m in report.left_out] == ["cuda_only_sum"]
     assert [r.mutant.name for r in report.results] == ["sum_is_a_difference"] and report.ok
-    assert [r["name"] for r in records] == ["sum_is_a_difference"]
+    left, ran = sorted(records, key=lambda r: r["status"] != "left_out")
+    assert left["name"] == "cuda_only_sum" and left["killed"] is False and left["tests"] == []
+    assert left["detail"] == "its code runs only on the cuda arm; this run's arms: graph"
+    assert ran["name"] == "sum_is_a_difference" and ran["status"] == "killed"
 
 
 def test_a_harmless_mutant_survives_and_fails_the_run(standin, tmp_path):

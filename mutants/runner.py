@@ -20,8 +20,9 @@ copy:
   kernel-body mutant by itself).
 
 A mutant whose ``arms`` (a variant only those arms compile) miss every arm of
-the run is left out, named in the log and in ``Report.left_out``; it is not a
-result (it can neither die nor survive here).
+the run is left out: named in the log and in ``Report.left_out``, recorded with
+status ``left_out`` (so a report says which mutants this machine could not
+run), and not a result: it can neither die nor survive here.
 
 Statuses: ``killed`` (a killing test failed; ``killed_by`` is the first one),
 ``survived`` (every killing test passed: the suite has no teeth there),
@@ -63,7 +64,7 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-STATUSES = ("killed", "survived", "stale", "error")
+STATUSES = ("killed", "survived", "stale", "error")  # a result's; a left-out mutant's record says "left_out"
 DEFAULT_TIMEOUT = 300  # seconds per pytest run; the slowest kill measured takes under 10
 OUTPUT_TAIL = 4000  # characters of pytest's output kept for a survivor's or an error's detail
 # Never copied: they are rebuilt or irrelevant, and a venv inside the tree would be huge.
@@ -394,6 +395,13 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
 
     context = {"device": device, "arms": arms, "profile": profile}
     lock = threading.Lock()
+    if record:
+        from reports.recorder import append_record
+
+        for m in left_out:
+            skipped = MutantResult(m, "left_out", [], detail=f"its code runs only on the {'/'.join(m.arms)} arm; "
+                                                            f"this run's arms: {', '.join(arms)}")
+            append_record(mutant_record(skipped, context), results_path)
 
     def finish(result: MutantResult) -> None:
         with lock:

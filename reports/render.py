@@ -273,7 +273,8 @@ def build_context(results: dict) -> dict[str, Any]:
     props = sorted(of_kind(records, "property"),
                    key=lambda p: (p.get("outcome") not in FAILED_OUTCOMES, str(p.get("nodeid"))))
     perf = of_kind(records, "perf")
-    mutants = sorted(of_kind(records, "mutant"), key=lambda m: (bool(m.get("killed")), str(m.get("name"))))
+    mutants = sorted(of_kind(records, "mutant"), key=lambda m: (m.get("status") == "left_out", bool(m.get("killed")),
+                                                                str(m.get("name"))))
     arms = env.get("arms") or {}
     comparison = results.get("comparison")
     return {

@@ -50,7 +50,8 @@ def totals(records: list[dict]) -> dict[str, Any]:
     tests = of_kind(records, "test")
     props = of_kind(records, "property")
     perf = of_kind(records, "perf")
-    mutants = of_kind(records, "mutant")
+    left_out = sum(m.get("status") == "left_out" for m in of_kind(records, "mutant"))
+    mutants = [m for m in of_kind(records, "mutant") if m.get("status") != "left_out"]  # the ones that ran
     outcomes = Counter(t.get("outcome") for t in tests)
     killed = sum(bool(m.get("killed")) for m in mutants)
     return {
@@ -64,7 +65,7 @@ def totals(records: list[dict]) -> dict[str, Any]:
                        "examples": sum(int(p.get("examples") or 0) for p in props)} if props else None,
         "perf": {"total": len(perf), "regressed": sum(bool(p.get("regressed")) for p in perf)} if perf else None,
         "mutants": {"total": len(mutants), "killed": killed, "survived": len(mutants) - killed,
-                    "score": killed / len(mutants)} if mutants else None,
+                    "score": killed / len(mutants), "left_out": left_out} if mutants else None,
         "findings": len(of_kind(records, "finding")),
     }
 

@@ -56,8 +56,9 @@ def print_summary(results: dict, out: Path, html: Path | None, stream=None) -> N
         parts.append(f"properties: {t['properties']['passed']}/{t['properties']['total']} passed "
                      f"({t['properties']['examples']} examples)")
     parts.append(f"perf: {t['perf']['regressed']} of {t['perf']['total']} regressed" if t["perf"] else "perf: not run")
-    parts.append(f"mutants: {t['mutants']['killed']}/{t['mutants']['total']} killed" if t["mutants"]
-                 else "mutants: not run")
+    parts.append(f"mutants: {t['mutants']['killed']}/{t['mutants']['total']} killed"
+                 + (f" ({t['mutants']['left_out']} left out: their arm is not here)" if t["mutants"].get("left_out")
+                    else "") if t["mutants"] else "mutants: not run")
     parts.append(f"findings: {t['findings']}")
     say("  " + "; ".join(parts))
     for r in of_kind(results["records"], "gate"):

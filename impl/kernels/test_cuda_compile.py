@@ -108,10 +108,10 @@ def test_every_kernel_compiles_as_cuda(tmp_path):
 
 @pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_argmax_blocks_share_an_sm(tmp_path):
-    """The row kernel's and the fused variant's. A 1024-thread block needs <= 64 registers per thread to launch at all (65536 per SM; MLX gives NVRTC no
-    launch bounds, so a body that grew past 64 would compile and then fail to launch), and <= 32 on the vector
-    path for two blocks to share an SM: the calls of a round then overlap, which is what made the raw-logit scan
-    faster (impl/normalized_argmax.py, Algorithm). ptxas -v reports the count."""
+    """The row kernel's and the fused variant's registers. A 1024-thread block needs <= 64 per thread to launch at
+    all (65536 per SM; MLX gives NVRTC no launch bounds, so a body that grew past 64 would compile and then fail to
+    launch), and <= 32 on the vector path for two blocks to share an SM: the calls of a round then overlap, which
+    is what made the raw-logit scan faster (impl/normalized_argmax.py, Algorithm). ptxas -v reports the count."""
     launches = [launch for launch in argmax_launches() if launch.threadgroup[0] == argmax.MAX_THREADS]
     assert launches, "no argmax launch uses MAX_THREADS threads"
     used = register_counts(tmp_path, launches)

@@ -101,9 +101,11 @@ def test_perf_mutants_and_property_failures(reports):
     assert perf[1]["cells"][12] == "eval, 8 calls per round, 8 input sets"  # how it was timed
     assert perf[0]["cells"][12] == ""  # a record that does not say
     assert "<svg" in section(html, "perf")
-    assert "1/2 killed (50.0%)" in section(html, "mutants")
+    assert "1/2 killed (50.0%)" in section(html, "mutants")  # the left-out one is not in the score
+    assert "1 left out: their code runs only on an arm this machine lacks" in section(html, "mutants")
     mutants = table_rows(html, "mutant-table")
-    assert [m["cells"][1] for m in mutants] == ["SURVIVED", "killed"]
+    assert [m["cells"][1] for m in mutants] == ["SURVIVED", "killed", "left out"]
+    assert mutants[2]["cells"][2] == "its code runs only on the cuda arm; this run's arms: graph"
     props = unescape(section(html, "properties"))
     assert table_rows(html, "property-table")[0]["cells"][:2] == ["failed", "properties/test_quant.py::test_dequant_bound"]
     assert "test_roundtrip(\n    n=17,\n)" in props  # the minimal falsifying example
@@ -172,7 +174,8 @@ def test_results_document_fields():
     t = results["totals"]
     assert t["gates"] == {"total": 20, "passed": 20, "failed": 0}
     assert t["perf"] == {"total": 2, "regressed": 1}
-    assert t["mutants"]["score"] == 0.5 and t["properties"]["failed"] == 1
+    assert t["mutants"] == {"total": 2, "killed": 1, "survived": 1, "score": 0.5, "left_out": 1}
+    assert t["properties"]["failed"] == 1
     assert build_results(fixtures.all_pass())["totals"]["mutants"] is None  # absent, not zero
 
 
