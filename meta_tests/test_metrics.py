@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ml_dtypes
+import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import given
@@ -68,3 +69,20 @@ def test_error_ratio_rejects_bad_factor_and_floor():
 def test_unknown_dtype_is_refused():
     with pytest.raises(ValueError, match="dtype must be one of"):
         metrics.ulp_distance(np.zeros(1), np.zeros(1), "float64")
+
+
+
+@pytest.mark.parametrize("dtype", sorted(NP_DTYPES))
+def test_canonical_nan_unifies_nans_and_keeps_every_other_byte(dtype):
+    """NaNs of either sign and any payload become one pattern; numbers, infinities and signed zeros keep their
+    bytes; an MLX array comes back as a host array of its dtype (bfloat16 included)."""
+    t = np.dtype(NP_DTYPES[dtype])
+    bits = {2: np.uint16, 4: np.uint32}[t.itemsize]
+    x = np.array([1.5, -0.0, 0.0, np.inf, -np.inf, np.nan, -np.nan, np.nan], t)
+    x.view(bits)[7] |= 1  # a NaN with another payload
+    out = metrics.canonical_nan(x)
+    assert out.dtype == t and np.isnan(out[5:].astype(np.float64)).all()
+    assert len(set(out.view(bits)[5:].tolist())) == 1
+    assert (out.view(bits)[:5] == x.view(bits)[:5]).all()
+    from_mlx = metrics.canonical_nan(mx.array(x.astype(np.float32)).astype(getattr(mx, dtype)))
+    assert from_mlx.dtype == t and (from_mlx.view(bits) == out.view(bits)).all()

@@ -37,6 +37,7 @@ import pytest
 from impl.normalized_argmax import (CHUNK, FUSED, fused_launch, lse_threads, normalized_argmax, normalized_argmax_native,
                                     row_launch, threads_for)
 from properties import strategies as sts
+from reference.metrics import canonical_nan
 from reference.sampling import normalized_argmax_ref, round_to
 
 DTYPES = ["bfloat16", "float16", "float32"]
@@ -216,11 +217,6 @@ def lse_rows(V: int, dtype: str, rng: np.random.Generator) -> np.ndarray:
     return round_to(np.stack(rows), dtype)
 
 
-def nan_as_one_nan(a: mx.array) -> mx.array:
-    """NaN compared as NaN whatever its sign and payload (llama.cpp's rule); every other value by its bytes."""
-    return mx.where(mx.isnan(a), mx.array(float("nan"), a.dtype), a)
-
-
 @pytest.mark.gate
 @pytest.mark.arms(*FUSED.arms)
 @pytest.mark.parametrize("V", FUSED_VOCABS)
@@ -233,7 +229,7 @@ def test_fused_variant_shifts_by_mlx_logsumexp(arm, gate, dtype, V):
     launch = fused_launch(x)
     assert launch.threadgroup[0] == lse_threads(V)
     ids, lse = launch.run(arm)
-    gate.bit_exact(nan_as_one_nan(lse), nan_as_one_nan(mx.logsumexp(x, axis=-1)),
+    gate.bit_exact(canonical_nan(lse), canonical_nan(mx.logsumexp(x, axis=-1)),
                    what=f"the fused variant's lse is MLX's logsumexp ({lse_threads(V)} threads), NaN as NaN",
                    kernel="normalized_argmax", case=f"{dtype}-V{V}-fused-lse")
     (two_launch,) = row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)).run(arm)

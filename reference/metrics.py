@@ -54,6 +54,13 @@ def to_numpy(x, *, name: str = "x") -> np.ndarray:
         raise TypeError(f"{name} must be array-like, got {type(x).__name__}") from exc
 
 
+def canonical_nan(x, *, name: str = "x") -> np.ndarray:
+    """A host copy of ``x`` with every NaN as one NaN pattern: for a bit-exact comparison where a NaN's sign and
+    payload are no part of the contract (llama.cpp compares NaN as NaN); every other value keeps its bytes."""
+    a = to_numpy(x, name=name)
+    return np.where(np.isnan(a.astype(np.float64)), np.array(np.nan, a.dtype), a)
+
+
 def as_f64(x, *, name: str = "x") -> np.ndarray:
     return to_numpy(x, name=name).astype(np.float64)
 

@@ -65,11 +65,6 @@ def native(logits: np.ndarray):
     return np.array(ids).astype(np.int64), lse, metrics.to_numpy(scores)
 
 
-def canonical_nan(x: np.ndarray) -> np.ndarray:
-    """NaN payloads are no part of the contract (NaN scores count as -inf): one NaN pattern."""
-    return np.where(np.isnan(x.astype(np.float64)), np.array(np.nan, x.dtype), x)
-
-
 def planted(dtype: str, V: int, positions, *, seed: int = 0, rows: int = 1) -> np.ndarray:
     """Random logits with the row maximum planted at every index in ``positions``."""
     rng = np.random.default_rng(seed)
@@ -140,7 +135,7 @@ def test_ml_dtypes_bfloat16_cast_rounds_twice(gate):
 def test_scores_with_mlx_lse_are_mlx_scores(gate, batch):
     _, lse, mlx_scores = native(batch.logits)
     ours = normalized_scores_ref(batch.logits, batch.dtype, lse=lse).astype(SCORE_DTYPES[batch.dtype])
-    gate.bit_exact(canonical_nan(ours), canonical_nan(mlx_scores),
+    gate.bit_exact(metrics.canonical_nan(ours), metrics.canonical_nan(mlx_scores),
                    what="round_T(logit - lse) in float64 == T arithmetic (53 >= 2*24+2: double rounding innocuous)",
                    kernel="mx.subtract(logits, mx.logsumexp)", case=f"{batch.dtype}-V{batch.vocab}-{'-'.join(batch.plants)}")
 
