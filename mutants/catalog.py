@@ -448,6 +448,18 @@ CATALOG: tuple[Mutant, ...] = (
                "    keys, values = keys[..., swap], values[..., swap]\n")),
         (MULTI_GATE % "bfloat16-H32-KVH8-L8-N4096-D128-slice",)),  # the ring is CUDA's default at NQ 32 / D 128
     Mutant(
+        "multi_query_reads_q_as_contiguous",
+        "the partial indexes q as if it were contiguous [1, H, L, D] instead of through q_strides: a view of q (a "
+        "decode step's transposed [1, L, H, D], a head slice) reads other heads' and rows' values",
+        "multi_query",
+        (body(MULTI, "const auto qp = q + (ulong)(hk * (uint)REP + rr) * (ulong)q_strides[1] + (ulong)qi * "
+                     "(ulong)q_strides[2];",
+              "const auto qp = q + ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D;"),
+         body(MULTI, "const ulong qds = (ulong)q_strides[3];", "const ulong qds = 1;")),
+        ("parity/test_multi_query.py::test_query_views_are_read_through_strides[{arm}-bfloat16-H32-KVH8-L8-N1000-"
+         "D128-decode]",),
+        arms=("metal", "cuda")),  # the graph arm reads q through MLX ops: no mirror makes the same mistake
+    Mutant(
         "multi_query_staging_items_floored",
         "the stagers' items per block rounded down (BK / rows per pass): where the passes do not divide a block, its "
         "last rows are never staged and the tiles read the previous block's",

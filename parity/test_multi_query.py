@@ -28,6 +28,7 @@ from impl.multi_query import default_splits, multi_query_causal
 from impl.recent_calls import RecentCalls
 from properties.strategies import (build_multi_query_case, decode_error_floor, hoeffding_kl_limit, lm_head,
                                           multi_query_oracles, working_dtype)
+from properties.strategies.decode import cache_view
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
 
@@ -159,6 +160,39 @@ def test_pipelined_partials_match_one_stage(arm, gate, geometry, dtype, schedule
     stages, ring = schedule
     gate.bit_exact(outs[1], outs[0], what=f"{'ring' if ring else 'two-stage'} partial ({stages} stages, ring {ring}) "
                    "against one stage", kernel=KERNEL, case=f"{case.id}-{layout}-stages{stages}-ring{ring}")
+
+
+# q as the views a caller hands over: "decode" is a step's q computed as [1, L, H, D] and transposed (head stride D,
+# row stride H * D); "transposed" has a dim stride past 1; "heads" / "window" start inside a larger NaN-poisoned
+# array (``cache_view``'s layouts applied to q). (H, KVH, L, N, D, splits): the ring partial's shape (CUDA's default
+# at NQ 32 / D 128), D 256, and one query vector per KV head (stages 1).
+QUERY_LAYOUTS = ["decode", "transposed", "heads", "window"]
+QUERY_GEOMETRIES = [(32, 8, 8, 1000, 128, None), (16, 8, 8, 600, 256, 3), (8, 8, 1, 300, 64, None)]
+
+
+def query_view(q: np.ndarray, dtype: str, layout: str, rng: np.random.Generator) -> mx.array:
+    """``q`` [1, H, L, D] as the view ``layout`` names (the values unchanged)."""
+    if layout == "decode":
+        return mx.array(np.ascontiguousarray(q.transpose(0, 2, 1, 3))).astype(getattr(mx, dtype)).transpose(0, 2, 1, 3)
+    return cache_view(q, dtype, layout, rng)
+
+
+@pytest.mark.parametrize("layout", QUERY_LAYOUTS)
+@pytest.mark.parametrize("geometry", QUERY_GEOMETRIES, ids=lambda g: geometry_id((*g, "q")).removesuffix("-q"))
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_query_views_are_read_through_strides(arm, gate, dtype, geometry, layout):
+    """The partial reads q through ``q_strides`` (no copy of q, no graph node for one): any view of q gives the
+    bytes its contiguous copy gives."""
+    h, kvh, L, n, d, splits = geometry
+    case = build_multi_query_case(np.random.default_rng(n + d), dtype=dtype, h=h, kvh=kvh, L=L, n=n, d=d,
+                                  splits=splits)
+    q = query_view(case.q, dtype, layout, np.random.default_rng(n))
+    assert mx.array_equal(q, case.q_mx).item(), "the view must hold q's values"
+    out = multi_query_causal(q, case.k_mx, case.v_mx, scale=case.scale, splits=splits, arm=arm)
+    copied = multi_query_causal(mx.contiguous(case.q_mx), case.k_mx, case.v_mx, scale=case.scale, splits=splits,
+                                arm=arm)
+    gate.bit_exact(out, copied, what=f"q as a {layout} view against its contiguous copy", kernel=KERNEL,
+                   case=f"{case.id}-q{layout}")
 
 
 # The split merge alone against the float64 oracle ``reference.attention.split_merge_ref``, on partials built to
