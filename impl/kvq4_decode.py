@@ -252,13 +252,15 @@ PARTIAL_SOURCE = """
       acc += w * osh[(s * (uint)REP + h) * (uint)D + d];
       den += w * lsh[s * (uint)REP + h];
     }
+    // One output in multi-query's PARTS layout (impl.multi_query.pack_parts: O, then m, then l), which its merge reads.
     const ulong base = ((ulong)block * (uint)KVH + hk) * (uint)REP + h;
-    opart[base * (uint)D + d] = acc;
-    if (d == 0u) { mpart[base] = gmax; lpart[base] = den; }
+    const ulong cells = (ulong)threadgroups_per_grid.x * (uint)KVH * (uint)REP;
+    part[base * (uint)D + d] = acc;
+    if (d == 0u) { part[cells * (uint)D + base] = gmax; part[cells * (uint)(D + 1) + base] = den; }
   }
 """
 
-PARTIAL = KernelSpec("kvq4_decode_partial", ("q", "kp", "ks", "kb", "vp", "vs", "vb"), ("opart", "mpart", "lpart"),
+PARTIAL = KernelSpec("kvq4_decode_partial", ("q", "kp", "ks", "kb", "vp", "vs", "vb"), ("part",),
                      PARTIAL_SOURCE, ensure_row_contiguous=False)
 
 
@@ -373,16 +375,14 @@ def partial_launch(qs: mx.array, keys: QuantizedKV, values: QuantizedKV, block: 
     return Launch(PARTIAL, (qs, keys.packed, keys.scales, keys.biases, values.packed, values.scales, values.biases),
                   (("T", qs.dtype), ("D", HEAD_DIM), ("KVH", kvh), ("REP", rep), ("BLOCK", block), ("SUB", SUB)),
                   grid=(SIMD * 2 * SUB * blocks, kvh, 1), threadgroup=(SIMD * 2 * SUB, 1, 1),
-                  output_shapes=((blocks, kvh, rep, HEAD_DIM), (blocks, kvh, rep), (blocks, kvh, rep)),
-                  output_dtypes=(mx.float32, mx.float32, mx.float32))
+                  output_shapes=(multi_query.parts_shape(blocks, kvh, rep, HEAD_DIM),), output_dtypes=(mx.float32,))
 
 
-def merge_launch(opart: mx.array, mpart: mx.array, lpart: mx.array, dtype: mx.Dtype) -> Launch:
+def merge_launch(part: mx.array, dtype: mx.Dtype, kvh: int, rep: int) -> Launch:
     """The seed body's merge of its blocks: multi-query's merge (``impl.multi_query.merge_launch``) with one query
-    row, whose partials have the same layout ([blocks, KVH, REP, D] and [blocks, KVH, REP]; the seed's merge was
-    that body's copy)."""
-    _, kvh, rep, _ = opart.shape
-    return multi_query.merge_launch(opart, mpart, lpart, dtype, kvh * rep, 1)
+    row, whose partial has the same layout (``impl.multi_query.pack_parts``, with blocks for splits and REP for NQ;
+    the seed's merge was that body's copy)."""
+    return multi_query.merge_launch(part, dtype, kvh * rep, 1, kvh, HEAD_DIM)
 
 
 def default_body(length: int) -> str:
@@ -466,8 +466,8 @@ def _compiled_pair(arm: str, scale: float, block: int, signature: tuple):
 
     def pair(q, *planes):
         keys, values = QuantizedKV(*planes[:3]), QuantizedKV(*planes[3:])
-        opart, mpart, lpart = partial_launch(_scaled(q, scale), keys, values, block).run(arm)
-        (out,) = merge_launch(opart, mpart, lpart, q.dtype).run(arm)
+        (part,) = partial_launch(_scaled(q, scale), keys, values, block).run(arm)
+        (out,) = merge_launch(part, q.dtype, keys.packed.shape[1], q.shape[1] // keys.packed.shape[1]).run(arm)
         return out
 
     return mx.compile(pair)

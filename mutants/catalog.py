@@ -460,6 +460,15 @@ CATALOG: tuple[Mutant, ...] = (
          "D128-decode]",),
         arms=("metal", "cuda")),  # the graph arm reads q through MLX ops: no mirror makes the same mistake
     Mutant(
+        "multi_query_merge_reads_l_from_m",
+        "the merge reads each split's sum l at m's offset in the packed partial (cells * D instead of cells * (D + "
+        "1)): the denominators are the maxima",
+        "multi_query",
+        (body(MULTI, "ls = part[cells * (uint)(D + 1) + b];", "ls = part[cells * (uint)D + b];"),),
+        ("parity/test_multi_query.py::test_merge_matches_float64_oracle[{arm}-bfloat16-splits1-KVH2-NQ4-D64-random]",
+         MULTI_GATE % "bfloat16-H4-KVH2-L8-N8-D64-contiguous"),
+        arms=("metal", "cuda")),  # the graph arm merges in MLX ops, with no packed buffer to misread
+    Mutant(
         "multi_query_staging_items_floored",
         "the stagers' items per block rounded down (BK / rows per pass): where the passes do not divide a block, its "
         "last rows are never staged and the tiles read the previous block's",

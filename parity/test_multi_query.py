@@ -155,8 +155,8 @@ def test_pipelined_partials_match_one_stage(arm, gate, geometry, dtype, schedule
         q = mx.contiguous(case.q_mx)
         partial = mq.partial_launch(q, keys, values, mx.array([case.scale], dtype=q.dtype),
                                     splits or default_splits(n, kvh), stages, ring)
-        opart, mpart, lpart = partial.run(arm)
-        outs.append(mq.merge_launch(opart, mpart, lpart, q.dtype, h, L).run(arm)[0])
+        (part,) = partial.run(arm)
+        outs.append(mq.merge_launch(part, q.dtype, h, L, kvh, d).run(arm)[0])
     stages, ring = schedule
     gate.bit_exact(outs[1], outs[0], what=f"{'ring' if ring else 'two-stage'} partial ({stages} stages, ring {ring}) "
                    "against one stage", kernel=KERNEL, case=f"{case.id}-{layout}-stages{stages}-ring{ring}")
@@ -251,7 +251,8 @@ def test_merge_matches_float64_oracle(arm, gate, dtype, case):
     o = np.where(live[..., None], l[..., None] * rng.uniform(0.5, 1.5, (splits, kvh, nq, d)), 0.0)  # O / l in [0.5, 1.5]
     o32, m32, l32 = (x.astype(np.float32) for x in (o, m, l))
     rep = nq // L
-    (out,) = mq.merge_launch(mx.array(o32), mx.array(m32), mx.array(l32), getattr(mx, dtype), kvh * rep, L).run(arm)
+    part = mq.pack_parts(mx.array(o32), mx.array(m32), mx.array(l32))
+    (out,) = mq.merge_launch(part, getattr(mx, dtype), kvh * rep, L, kvh, d).run(arm)
     ref = split_merge_ref(o32, m32, l32).reshape(1, kvh * rep, L, d)  # row = r * L + i is head hk * REP + r, query i
     if dtype == "float32":
         ulps, why = merge_float32_ulps(splits), (f"first-order float32 bound of the one-pass merge over {splits} "
@@ -261,6 +262,29 @@ def test_merge_matches_float64_oracle(arm, gate, dtype, case):
                         f"far below half a {dtype} ulp: rounding to {dtype} lands on the exact value's rounding or, "
                         "at a rounding midpoint, its neighbour")
     gate.max_ulp(out, ref, ulps=ulps, why=why, kernel=KERNEL, case=merge_case_id(case))
+
+
+def test_parts_layout_is_o_then_m_then_l():
+    """``part``, the partial's one output, holds O [S, KVH, NQ, D], then m, then l [S, KVH, NQ] (``pack_parts``);
+    the merge refuses a ``part`` of another shape, naming it."""
+    import impl.multi_query as mq
+
+    s, kvh, nq, d = 3, 2, 5, 8
+    cells = s * kvh * nq
+    o = mx.arange(cells * d, dtype=mx.float32).reshape(s, kvh, nq, d)
+    m = -1.0 - mx.arange(cells, dtype=mx.float32).reshape(s, kvh, nq)
+    l = 1000.0 + mx.arange(cells, dtype=mx.float32).reshape(s, kvh, nq)
+    part = mq.pack_parts(o, m, l)
+    assert part.shape == mq.parts_shape(s, kvh, nq, d) == (s, kvh * nq * (d + 2))
+    flat = np.array(part).reshape(-1)
+    np.testing.assert_array_equal(flat[:cells * d], np.array(o).reshape(-1))
+    np.testing.assert_array_equal(flat[cells * d:cells * (d + 1)], np.array(m).reshape(-1))
+    np.testing.assert_array_equal(flat[cells * (d + 1):], np.array(l).reshape(-1))
+    heads, rows = kvh * nq, 1
+    assert mq.merge_launch(part, mx.bfloat16, heads, rows, kvh, d).inputs[0] is part
+    for bad in (part[:, :-1], part.reshape(-1), part.reshape(s, kvh, -1)):
+        with pytest.raises(ValueError, match="part must be"):
+            mq.merge_launch(bad, mx.bfloat16, heads, rows, kvh, d)
 
 
 def test_launch_geometry_stages_every_row():

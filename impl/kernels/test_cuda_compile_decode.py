@@ -62,8 +62,8 @@ def kvq4_launches() -> list[Launch]:
             planes = kvq4.QuantizedKV(mx.zeros((1, kvh, n, 32), mx.uint32), mx.zeros((1, kvh, n, 4), dtype),
                                       mx.zeros((1, kvh, n, 4), dtype))
             partial = kvq4.partial_launch(q, planes, planes, block)
-            opart, mpart, lpart = (mx.zeros(s, mx.float32) for s in partial.output_shapes)
-            launches += [partial, kvq4.merge_launch(opart, mpart, lpart, dtype)]
+            (part_shape,) = partial.output_shapes
+            launches += [partial, kvq4.merge_launch(mx.zeros(part_shape, mx.float32), dtype, kvh, rep)]
     return launches
 
 
@@ -82,8 +82,8 @@ def multi_query_launches(dtypes=DTYPES, geometries=MULTI_QUERY_GEOMETRIES) -> li
                 partial = mq.partial_launch(q, kv, kv, mx.ones((1,), dtype), splits or mq.default_splits(n, kvh),
                                             stages, ring)
                 launches.append(partial)
-            opart, mpart, lpart = (mx.zeros(s, mx.float32) for s in partial.output_shapes)
-            launches.append(mq.merge_launch(opart, mpart, lpart, dtype, h, L))
+            (part_shape,) = partial.output_shapes
+            launches.append(mq.merge_launch(mx.zeros(part_shape, mx.float32), dtype, h, L, kvh, d))
     return launches
 
 
