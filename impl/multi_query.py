@@ -258,6 +258,21 @@ against the committed ring; S1, S5, S7, S9):
 So the partial, at ~2.6 TB/s of K / V there against the 3.9-4.2 TB/s a kernel that only streams them reached
 (session 9), is held by something none of these moved; ``perf/RESULTS.md`` (eleventh pass) has the figures.
 
+Session 13 (``perf/runs/2026-11-30-h200-session13``, calls U1-U6; its README lists them) took the host's share:
+
+* q is read through ``q_strides``, so the call adds no ``mx.contiguous(q)`` node: with a contiguous q equal
+  (106.1 against 105.4 us eval8; U2), with a decode step's transposed q 7% faster in eval8 (105.3 against 113.2 us:
+  the copy is gone);
+* one output instead of three (``part``: ``pack_parts``), after a stand-in measured ~1.5-3 us of the host's time
+  per custom-kernel output (an empty kernel with 1 / 2 / 3 / 4 outputs: 6.9 / 9.8 / 11.4 / 12.8 us eval8; U4):
+  the call 112.5 -> 106.5 us eval8 at 32/8/L8/D128/N32k (3.60x -> 3.81x its control in that process) and
+  150.9 -> 137.9 at 16/8/L8/D256, bit-identical (U5). kvq4's seed partial, whose merge this is, writes the same
+  layout;
+* not kept: the merge folded into each KV head's last threadgroup, one kernel per call. MLX zeroes a counter
+  only through ``init_value``, which fills every output, the 4.2 MB partial scratch too: a stand-in that only
+  streams K / V and merges that way took 79.2 us eval8 against 63.2 for the same stream with the two-kernel
+  merge (an empty one-kernel call 38.2 against two empty kernels' 24.7; U1, ``onekernel_probe.py``).
+
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
 float16 for float32 inputs, the kernel's working precision, as baseline; KL
@@ -271,7 +286,9 @@ thread_elements() bit-exact on a GPU); ``test_pipelined_partials_match_one_stage
 two stages and the ring, at 2 and 4 slots, bit-identical to one stage, on views that take the copies and views
 that do not); ``test_merge_matches_float64_oracle`` (compiled arms: the merge
 alone against ``reference.attention.split_merge_ref`` on partials whose maxima rise, fall, hide
-whole slices; float32 within a derived ulp bound, bf16 / f16 within 1 ulp).
+whole slices; float32 within a derived ulp bound, bf16 / f16 within 1 ulp);
+``test_query_views_are_read_through_strides`` (q as a transposed decode-step view, a dim-strided view, head and
+row slices: bit-identical to its contiguous copy); ``test_parts_layout_is_o_then_m_then_l``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Session 13: issue 10's ratios per process of a pool (p1-p3.json) and in the gate's 4th process (gate.jsonl),
-median per process; the pool's figure is the median of the three process medians, as RESULTS reports it."""
+"""Session 13: issue 10's ratios per process of a pool folder (p1-p3.json) and in the gate's 4th process
+(gate.jsonl), median per process; the pool's figure is the median of the three process medians, as RESULTS reports
+it. Usage: python ratios.py <pooled folder>."""
 import json
 import statistics
 import sys
@@ -46,3 +47,13 @@ for label, kernel, control, nbytes in TARGETS:
     per = " / ".join(f"{p[control] / p[kernel]:.2f}" for p in procs)
     tb = f", {nbytes / (k * 1e-3) / 1e12:.2f} TB/s" if nbytes else ""
     print(f"{label:40s} {k:.4f} ms{tb} vs {c:.4f} ms: {c / k:.2f}x (per process {per})")
+
+gate = {}
+for line in (D / "gate.jsonl").read_text().splitlines():
+    record = json.loads(line)
+    if "case" in record and "median_s" in record:
+        gate[record["case"].rsplit("/", 1)[0]] = record["median_s"] * 1e3
+print("\n4th process (the gate's run against the pool):")
+for label, kernel, control, nbytes in TARGETS:
+    if kernel in gate and control in gate:
+        print(f"{label:40s} {gate[kernel]:.4f} ms vs {gate[control]:.4f} ms: {gate[control] / gate[kernel]:.2f}x")
