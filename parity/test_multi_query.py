@@ -282,9 +282,13 @@ def test_parts_layout_is_o_then_m_then_l():
     np.testing.assert_array_equal(flat[cells * (d + 1):], np.array(l).reshape(-1))
     heads, rows = kvh * nq, 1
     assert mq.merge_launch(part, mx.bfloat16, heads, rows, kvh, d).inputs[0] is part
-    for bad in (part[:, :-1], part.reshape(-1), part.reshape(s, kvh, -1)):
+    for bad in (part[:, :-1], part.reshape(-1), part.reshape(s, kvh, -1), mx.array(0.0)):
         with pytest.raises(ValueError, match="part must be"):
             mq.merge_launch(bad, mx.bfloat16, heads, rows, kvh, d)
+    with pytest.raises(ValueError, match="mpart, lpart"):
+        mq.pack_parts(o, m[:, :, :-1], l)
+    with pytest.raises(TypeError, match="lpart must be a float32"):
+        mq.pack_parts(o, m, l.astype(mx.float16))
 
 
 def test_launch_geometry_stages_every_row():
