@@ -258,7 +258,7 @@ against the committed ring; S1, S5, S7, S9):
 So the partial, at ~2.6 TB/s of K / V there against the 3.9-4.2 TB/s a kernel that only streams them reached
 (session 9), is held by something none of these moved; ``perf/RESULTS.md`` (eleventh pass) has the figures.
 
-Session 13 (``perf/runs/2026-11-30-h200-session13``, calls U1-U6; its README lists them) took the host's share:
+Session 13 (``perf/runs/2026-11-30-h200-session13``, calls U1-U7; its README lists them) took the host's share:
 
 * q is read through ``q_strides``, so the call adds no ``mx.contiguous(q)`` node: with a contiguous q equal
   (106.1 against 105.4 us eval8; U2), with a decode step's transposed q 7% faster in eval8 (105.3 against 113.2 us:
