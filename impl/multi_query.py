@@ -293,7 +293,7 @@ row slices: bit-identical to its contiguous copy); ``test_parts_layout_is_o_then
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import mlx.core as mx
 import numpy as np
@@ -1144,17 +1144,19 @@ def _compiled_call(arm: str, scale: float, splits: int, signature: tuple):
     """Partial and merge as one ``mx.compile``d function for the inputs' ``signature``
     (``input_signature``; ``impl.kernels.compile.TRACES_KEPT`` says why one per signature, so few):
     built call by call, the three primitives cost host time comparable to the kernels at N = 32k."""
+    return mx.compile(partial(_kernel_call, arm, scale, splits))
 
-    def call(q, keys, values):
-        scale_t = _scale_array(scale, q.dtype)
-        nq, d = q.shape[1] // keys.shape[1] * q.shape[2], q.shape[3]
-        stages = pipeline_stages(nq, d, arm)
-        ring = ring_slots(nq, d, q.dtype, arm)
-        (part,) = partial_launch(q, keys, values, scale_t, splits, stages, ring).run(arm)
-        (out,) = merge_launch(part, q.dtype, q.shape[1], q.shape[2], keys.shape[1], d).run(arm)
-        return out
 
-    return mx.compile(call)
+def _kernel_call(arm: str, scale: float, splits: int, q: mx.array, keys: mx.array, values: mx.array) -> mx.array:
+    """The compiled arm's call, as ``_compiled_call`` traces it: two kernels and nothing else per call. q goes to
+    the partial as given (its body reads ``q_strides``) and the partial's one output to the merge: every extra node
+    or output costs the host time per call (session 13: U2, U4)."""
+    nq, d = q.shape[1] // keys.shape[1] * q.shape[2], q.shape[3]
+    stages = pipeline_stages(nq, d, arm)
+    ring = ring_slots(nq, d, q.dtype, arm)
+    (part,) = partial_launch(q, keys, values, _scale_array(scale, q.dtype), splits, stages, ring).run(arm)
+    (out,) = merge_launch(part, q.dtype, q.shape[1], q.shape[2], keys.shape[1], d).run(arm)
+    return out
 
 
 # --- the graph arm -----------------------------------------------------------

@@ -682,6 +682,14 @@ CATALOG: tuple[Mutant, ...] = (
               "_compiled_direct(arm, _in_dtype(scale, q.dtype), block, ())"),),
         ("parity/test_kvq4_decode.py::test_compiled_calls_keep_a_bounded_trace_per_length[direct]",)),
     Mutant(
+        "multi_query_copies_q",
+        "the compiled call makes q contiguous before the partial (as it did before session 13): a graph node per call, "
+        "and a copy kernel whenever q is a view",
+        "multi_query.host",
+        (code(MULTI, "(part,) = partial_launch(q, keys, values,",
+              "(part,) = partial_launch(mx.contiguous(q), keys, values,"),),
+        ("parity/test_multi_query.py::test_the_call_is_two_kernels_and_hands_q_over_as_given",)),
+    Mutant(
         "multi_query_one_trace_for_every_length",
         "the compiled multi-query call is one function for every cache length: MLX keeps a trace per length "
         "for the life of the process",
