@@ -1104,9 +1104,10 @@ def merge_launch(part: mx.array, dtype: mx.Dtype, heads: int, rows: int, kvh: in
     head dim ``d``): a threadgroup of ``MERGE_SLICES`` SIMD groups per query vector and ``MERGE_DIMS`` dims."""
     rep = heads // kvh
     nq = rep * rows
-    if part.ndim != 2 or part.shape[1] != kvh * nq * (d + 2):
-        raise ValueError(f"part must be [splits, {kvh * nq * (d + 2)}] (parts_shape) for heads={heads}, rows={rows}, "
-                         f"kvh={kvh}, d={d}; got {list(part.shape)}")
+    width = parts_shape(1, kvh, nq, d)[1]
+    if part.ndim != 2 or part.shape[1] != width:
+        raise ValueError(f"part must be [splits, {width}] (parts_shape) for heads={heads}, rows={rows}, kvh={kvh}, "
+                         f"d={d}; got {list(part.shape)}")
     template = (("T", dtype), ("L", rows), ("D", d), ("KVH", kvh), ("REP", rep), ("NQ", nq),
                 ("MERGE_SLICES", MERGE_SLICES))
     return Launch(MERGE, (part,), template, grid=(-(-d // MERGE_DIMS) * 32, kvh * nq * MERGE_SLICES, 1),

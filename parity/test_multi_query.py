@@ -26,9 +26,8 @@ import pytest
 
 from impl.multi_query import default_splits, multi_query_causal
 from impl.recent_calls import RecentCalls
-from properties.strategies import (build_multi_query_case, decode_error_floor, hoeffding_kl_limit, lm_head,
-                                          multi_query_oracles, working_dtype)
-from properties.strategies.decode import cache_view
+from properties.strategies import (build_multi_query_case, cache_view, decode_error_floor, hoeffding_kl_limit,
+                                   lm_head, multi_query_oracles, to_mx, working_dtype)
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
 
@@ -173,7 +172,7 @@ QUERY_GEOMETRIES = [(32, 8, 8, 1000, 128, None), (16, 8, 8, 600, 256, 3), (8, 8,
 def query_view(q: np.ndarray, dtype: str, layout: str, rng: np.random.Generator) -> mx.array:
     """``q`` [1, H, L, D] as the view ``layout`` names (the values unchanged)."""
     if layout == "decode":
-        return mx.array(np.ascontiguousarray(q.transpose(0, 2, 1, 3))).astype(getattr(mx, dtype)).transpose(0, 2, 1, 3)
+        return to_mx(np.ascontiguousarray(q.transpose(0, 2, 1, 3)), dtype).transpose(0, 2, 1, 3)
     return cache_view(q, dtype, layout, rng)
 
 
