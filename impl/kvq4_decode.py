@@ -514,8 +514,8 @@ def _compiled_direct(arm: str, scale: float, block: int | None, signature: tuple
     def call(q, kp, ks, kb, vp, vs, vb):
         cache = _cache(QuantizedKV(kp, ks, kb), QuantizedKV(vp, vs, vb))
         launch = direct.strided_partial_launch(mx.contiguous(q), cache, kp.shape[2], scale, block)
-        parts, normal = launch.run(arm)
-        (out,) = direct.merge_launch(parts, normal, launch.inputs[4], q.dtype).run(arm)
+        (parts,) = launch.run(arm)
+        (out,) = direct.merge_launch(parts, launch.inputs[4], q.dtype).run(arm)
         return out
 
     return mx.compile(call)

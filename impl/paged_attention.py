@@ -127,6 +127,7 @@ __all__ = [
     "paged_attention",
     "paged_attention_gather",
     "partial_launch",
+    "partial_shape",
     "partition_size",
     "partition_span",
     "single_block_table",
@@ -441,9 +442,10 @@ PARTIAL_SOURCE = """
       value = fma(weight, osh[(s * R + i) * DV + d], value);
       total = fma(weight, lsh[s * R + i], total);
     }
-    const uint base = out_row[i] * count + part;
-    out[base * DV + d] = value;
-    if (d == 0) { normal[base * 2] = top; normal[base * 2 + 1] = total; }
+    // One PARTS row per (query row, partition): DV values, then the max and the sum (``partial_row``).
+    const uint base = (out_row[i] * count + part) * (DV + 2);
+    parts[base + d] = value;
+    if (d == 0) { parts[base + DV] = top; parts[base + DV + 1] = total; }
   }
 """
 
@@ -497,7 +499,8 @@ MERGE_SOURCE = """
   const uint d = thread_position_in_grid.x, slice = thread_position_in_threadgroup.y;
   const uint x = thread_position_in_threadgroup.x, row = threadgroup_position_in_grid.y;
   const uint length = uint(geometry[1]), span = uint(geometry[2]);
-  const uint count = (length + span - 1) / span;  // partitions written (the buffers may hold more)
+  const uint count = (length + span - 1) / span;  // partitions written (the buffer may hold more)
+  constexpr uint W = DV + 2;  // a PARTS row: DV values, its partition's max, its sum (the partial's one output)
   threadgroup float tops[8];
   threadgroup float values[8][32], totals[8];
   float maximum = -INFINITY;
@@ -505,17 +508,17 @@ MERGE_SOURCE = """
   // partitions at 32/8/D128 and 25 us for kvq4's 512 on the H200 before; unrolled: within noise at D128, 3.5%
   // faster per call at D256/N128k, perf/runs/2026-11-30-h200-session5/callC1).
   UNROLL_BY_8
-  for (uint part = slice; part < count; part += 8) maximum = max(maximum, normal[(row * count + part) * 2]);
+  for (uint part = slice; part < count; part += 8) maximum = max(maximum, parts[(row * count + part) * W + DV]);
   if (x == 0) tops[slice] = maximum;
   threadgroup_barrier(mem_flags::mem_threadgroup);
   for (uint s = 0; s < 8; ++s) maximum = max(maximum, tops[s]);
   float sum = 0, value = 0;
   UNROLL_BY_8
   for (uint part = slice; part < count; part += 8) {
-    uint base = row * count + part;
-    float weight = exp(normal[base * 2] - maximum);
-    sum = fma(normal[base * 2 + 1], weight, sum);
-    value = fma(d < DV ? parts[base * DV + d] : 0.0f, weight, value);
+    uint base = (row * count + part) * W;
+    float weight = exp(parts[base + DV] - maximum);
+    sum = fma(parts[base + DV + 1], weight, sum);
+    value = fma(d < DV ? parts[base + d] : 0.0f, weight, value);
   }
   values[slice][x] = value;
   if (x == 0) totals[slice] = sum;
@@ -537,16 +540,16 @@ def _with_loads(loads: dict[str, str]) -> str:
     return body
 
 
-PARTIAL = KernelSpec("paged_attention_partial", ("q", "keys", "values", "table", "geometry"), ("out", "normal"),
+PARTIAL = KernelSpec("paged_attention_partial", ("q", "keys", "values", "table", "geometry"), ("parts",),
                      _with_loads(LOAD_PLAIN), header=HEADER)
 QUANTIZED_PARTIAL = KernelSpec("paged_attention_affine_partial",
-                               ("q", "keys", "values", "table", "geometry", "ks", "kb", "vs", "vb"), ("out", "normal"),
+                               ("q", "keys", "values", "table", "geometry", "ks", "kb", "vs", "vb"), ("parts",),
                                _with_loads(LOAD_AFFINE), header=HEADER)
 # The same body over kvq4's strided cache: the planes keep their layout (MLX passes their strides).
 STRIDED_PARTIAL = KernelSpec("direct_attention_strided_affine_partial",
-                             ("q", "keys", "values", "table", "geometry", "ks", "kb", "vs", "vb"), ("out", "normal"),
+                             ("q", "keys", "values", "table", "geometry", "ks", "kb", "vs", "vb"), ("parts",),
                              _with_loads(LOAD_STRIDED_AFFINE), header=HEADER, ensure_row_contiguous=False)
-MERGE = KernelSpec("paged_attention_merge", ("parts", "normal", "geometry"), ("out",), MERGE_SOURCE)
+MERGE = KernelSpec("paged_attention_merge", ("parts", "geometry"), ("out",), MERGE_SOURCE)
 
 
 # --- validation -------------------------------------------------------------
@@ -754,7 +757,7 @@ def partial_launch(q: mx.array, storage: PagedStorage, table, length: int, scale
                            storage.dtype, _quant_key(storage.quantization), length, span, PAGED)
     table = table.padded if isinstance(table, BlockTable) else table
     return Launch(shape.spec, (q, storage.keys, storage.values, table, _geometry(scale, length, span), *planes),
-                  shape.template, shape.grid, shape.threadgroup, shape.output_shapes, (mx.float32, mx.float32))
+                  shape.template, shape.grid, shape.threadgroup, shape.output_shapes, (mx.float32,))
 
 
 def strided_partial_launch(q: mx.array, storage: PagedStorage, length: int, scale: float,
@@ -773,7 +776,7 @@ def strided_partial_launch(q: mx.array, storage: PagedStorage, length: int, scal
     planes = (storage.key_scales, storage.key_biases, storage.value_scales, storage.value_biases)
     return Launch(shape.spec, (q, storage.keys, storage.values, single_block_table(), _geometry(scale, length, span),
                                *planes),
-                  shape.template, shape.grid, shape.threadgroup, shape.output_shapes, (mx.float32, mx.float32))
+                  shape.template, shape.grid, shape.threadgroup, shape.output_shapes, (mx.float32,))
 
 
 @lru_cache(maxsize=1)
@@ -829,7 +832,7 @@ def _partial_shape(hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, 
         spec = STRIDED_PARTIAL if layout.strided else QUANTIZED_PARTIAL
     threads = SIMD * SIMDGROUPS
     return _LaunchShape(spec, tuple(template), (threads * parts, hk * chunks, 1), (threads, 1, 1),
-                        ((hq, n, parts, dv), (hq, n, parts, 2)))
+                        (partial_shape(hq, n, parts, dv),))
 
 
 class _LaunchShape(NamedTuple):
@@ -843,10 +846,29 @@ class _LaunchShape(NamedTuple):
 MERGE_SLICES = 8  # threads per output element in the merge, each over every 8th partition
 
 
-def merge_launch(parts: mx.array, normal: mx.array, geometry: mx.array, out_dtype: mx.Dtype) -> Launch:
-    """The merge's call: ``geometry`` is the partial's [scale, length, partition] (it counts the partitions)."""
-    hq, n, _, dv = parts.shape
-    return Launch(MERGE, (parts, normal, geometry), (("OutT", out_dtype), ("DV", dv)),
+def partial_shape(hq: int, n: int, partitions: int, dv: int) -> tuple[int, int, int, int]:
+    """The shape of ``parts``, the partial pass's one output, for ``partitions`` partitions of Dv ``dv``.
+
+    PARTS layout: float32 rows of ``dv + 2``, one per (query head, query row, partition): the partition's
+    unnormalized values (``dv``), then its max, then its sum of ``exp(score - max)``. Row (h, i, p) is at
+    ``((h * n + i) * count + p) * (dv + 2)``, ``count`` the partitions the call has (the buffer holds
+    ``partitions`` >= count, a power of two: ``_partial_shape``). One output instead of two (values, then
+    [max, sum]) saves MLX's host ~3 us per call on the H200 (an output costs ~1.5-3 us: session 13, U4)."""
+    return hq, n, partitions, dv + 2
+
+
+def merge_launch(parts: mx.array, geometry: mx.array, out_dtype: mx.Dtype) -> Launch:
+    """The merge's call: ``parts`` in the PARTS layout (``partial_shape``), ``geometry`` the partial's [scale, length,
+    partition] (it counts the partitions)."""
+    if not isinstance(parts, mx.array) or parts.ndim != 4 or parts.shape[3] < 3 or parts.dtype != mx.float32:
+        raise ValueError("parts must be a float32 mx.array [Hq, n, partitions, Dv + 2] (partial_shape), got "
+                         f"{getattr(parts, 'dtype', type(parts).__name__)} {list(getattr(parts, 'shape', ()))}")
+    if not isinstance(geometry, mx.array) or tuple(geometry.shape) != (3,) or geometry.dtype != mx.float32:
+        raise ValueError("geometry must be the partial's float32 [scale, length, partition], got "
+                         f"{getattr(geometry, 'dtype', type(geometry).__name__)} {list(getattr(geometry, 'shape', ()))}")
+    hq, n, _, width = parts.shape
+    dv = width - 2
+    return Launch(MERGE, (parts, geometry), (("OutT", out_dtype), ("DV", dv)),
                   grid=(-(-dv // SIMD) * SIMD, hq * n * MERGE_SLICES, 1), threadgroup=(SIMD, MERGE_SLICES, 1),
                   output_shapes=((1, hq, n, dv),), output_dtypes=(out_dtype,))
 
@@ -935,9 +957,9 @@ def _compiled_pair(arm: str, spec: KernelSpec, template, grid, threadgroup, outp
     """
 
     def pair(*inputs):
-        launch = Launch(spec, inputs, template, grid, threadgroup, output_shapes, (mx.float32, mx.float32))
-        parts, normal = launch.run(arm)
-        (out,) = merge_launch(parts, normal, inputs[4], out_dtype).run(arm)
+        launch = Launch(spec, inputs, template, grid, threadgroup, output_shapes, (mx.float32,))
+        (parts,) = launch.run(arm)
+        (out,) = merge_launch(parts, inputs[4], out_dtype).run(arm)
         return out
 
     return mx.compile(pair)

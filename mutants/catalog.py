@@ -140,9 +140,20 @@ CATALOG: tuple[Mutant, ...] = (
         "by exp(max_p - max)",
         "paged_attention",
         (body(PAGED, "const float weight = exp(ms - top);", "const float weight = 1.0f;"),
-         body(PAGED, "float weight = exp(normal[base * 2] - maximum);", "float weight = 1.0f;"),
+         body(PAGED, "float weight = exp(parts[base + DV] - maximum);", "float weight = 1.0f;"),
          graph(PAGED, "rescale = mx.exp(maximum - overall)", "rescale = mx.ones_like(maximum)")),
         (PAGED_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",)),
+    Mutant(
+        "paged_merge_reads_the_sum_as_the_max",
+        "the merge reads each partition's max one float late in its packed row (DV + 1, the sum, instead of DV): "
+        "the partitions are weighed by exp(sum_p - maximum)",
+        "paged_attention",
+        (body(PAGED, "float weight = exp(parts[base + DV] - maximum);",
+              "float weight = exp(parts[base + DV + 1] - maximum);"),),
+        # several partitions each (10 and 5): with one, any weight cancels between values and sums
+        (PAGED_GATE % "bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8",
+         KVQ4_DIRECT_GATE % "bfloat16-H16-KVH8-N2049-block512-contiguous"),
+        arms=("metal", "cuda")),  # the graph arm merges in MLX ops, with no packed buffer to misread
     Mutant(
         "paged_unpack_shift_hardcoded_for_4_bits",
         "dequantize-on-load shifts code k of a word by 4*k whatever BITS is: 8-bit K/V decode garbage",

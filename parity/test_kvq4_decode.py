@@ -46,6 +46,7 @@ GEOMETRIES = [
     (16, 8, 2049, 512, "contiguous"),  # GQA 2, five blocks
     (24, 4, 1500, 512, "transposed"),  # GQA 6, planes with a non-unit last stride
     (8, 2, 1203, None, "window"),  # GQA 4, the default block: a last block of 179 tokens (sub-chunks 128, 51, 0, 0)
+    (8, 1, 700, None, "reversed"),  # MQA GQA 8 (the 8/1 perf shape), every plane's token stride negative
 ]
 KERNEL = "kvq4_decode"
 

@@ -41,6 +41,7 @@ GEOMETRIES = [
     (16, 16, 2, 33, 64, None, "transposed"),  # MHA, one key past a block, strided loads
     (4, 2, 8, 8, 64, None, "contiguous"),  # N = L: row 0 sees one key
     (12, 2, 5, 300, 80, 37, "contiguous"),  # D 80, forced splits of 9 keys
+    (16, 4, 8, 500, 128, None, "reversed"),  # K / V with a negative token stride
     (40, 4, 5, 300, 80, 37, "contiguous"),  # NQ 50: an odd last pair of tiles, forced splits
 ]
 KERNEL = "multi_query"
@@ -163,9 +164,9 @@ def test_pipelined_partials_match_one_stage(arm, gate, geometry, dtype, schedule
 
 # q as the views a caller hands over: "decode" is a step's q computed as [1, L, H, D] and transposed (head stride D,
 # row stride H * D); "transposed" has a dim stride past 1; "heads" / "window" start inside a larger NaN-poisoned
-# array (``cache_view``'s layouts applied to q). (H, KVH, L, N, D, splits): the ring partial's shape (CUDA's default
+# array; "reversed" walks q's rows with a negative stride (``cache_view``'s layouts applied to q). (H, KVH, L, N, D, splits): the ring partial's shape (CUDA's default
 # at NQ 32 / D 128), D 256, and one query vector per KV head (stages 1).
-QUERY_LAYOUTS = ["decode", "transposed", "heads", "window"]
+QUERY_LAYOUTS = ["decode", "transposed", "heads", "window", "reversed"]
 QUERY_GEOMETRIES = [(32, 8, 8, 1000, 128, None), (16, 8, 8, 600, 256, 3), (8, 8, 1, 300, 64, None)]
 
 

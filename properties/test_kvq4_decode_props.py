@@ -69,7 +69,7 @@ def contiguous(planes: QuantizedKV) -> QuantizedKV:
 
 @pytest.mark.parametrize("body", BODIES)
 @FIXTURES_OK
-@given(case=kvq4_cases(gqa=(2, 4), layouts=("slice", "window", "heads", "transposed"), max_n=300))
+@given(case=kvq4_cases(gqa=(2, 4), layouts=("slice", "window", "heads", "transposed", "reversed"), max_n=300))
 def test_layout_is_invisible(arm, gate, body, case):
     copied = run(case, arm, body, keys=contiguous(case.keys), values=contiguous(case.values))
     gate.bit_exact(run(case, arm, body), copied, what=f"{case.layout} views vs contiguous copies of the same planes",

@@ -71,7 +71,7 @@ def test_fully_masked_splits_are_skipped(arm, gate, L):
 
 
 @FIXTURES_OK
-@given(case=multi_query_cases(layouts=("slice", "window", "heads", "transposed"), max_n=300))
+@given(case=multi_query_cases(layouts=("slice", "window", "heads", "transposed", "reversed"), max_n=300))
 def test_layout_is_invisible(arm, gate, case):
     copied = run(case, arm, k=mx.contiguous(case.k_mx), v=mx.contiguous(case.v_mx))
     gate.bit_exact(run(case, arm), copied, what=f"{case.layout} views vs contiguous copies",

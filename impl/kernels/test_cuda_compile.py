@@ -52,8 +52,7 @@ def paged_launches() -> list[Launch]:
                                                        case.scale, direct=True)
                 partial = paged.partial_launch(case.q_mx, case.storage, table, case.length, scale, planes)
                 parts = mx.zeros(partial.output_shapes[0], mx.float32)
-                normal = mx.zeros(partial.output_shapes[1], mx.float32)
-                launches += [partial, paged.merge_launch(parts, normal, partial.inputs[4], case.q_mx.dtype)]
+                launches += [partial, paged.merge_launch(parts, partial.inputs[4], case.q_mx.dtype)]
     return launches
 
 
@@ -70,8 +69,7 @@ def strided_launches() -> list[Launch]:
             cache = kvq4._cache(planes, planes)
             partial = paged.strided_partial_launch(q, cache, 700, 0.0625)
             parts = mx.zeros(partial.output_shapes[0], mx.float32)
-            normal = mx.zeros(partial.output_shapes[1], mx.float32)
-            launches += [partial, paged.merge_launch(parts, normal, partial.inputs[4], getattr(mx, dtype))]
+            launches += [partial, paged.merge_launch(parts, partial.inputs[4], getattr(mx, dtype))]
     return launches
 
 
@@ -142,15 +140,15 @@ def test_translation_unit_matches_mlx_layout():
     """The rendered unit follows build_kernel: shape params only where the body names them (the merge
     names none; the partial's ``*_shape`` test is the kvq4 unit's), template
     constants before the body, the kernel name with MLX's template hash."""
-    parts, normal = mx.zeros((4, 2, 3, 80), mx.float32), mx.zeros((4, 2, 3, 2), mx.float32)
+    parts = mx.zeros(paged.partial_shape(4, 2, 3, 80), mx.float32)
     geometry = mx.array([0.125, 100, 64], mx.float32)
-    source = paged.merge_launch(parts, normal, geometry, mx.bfloat16).cuda_source()
+    source = paged.merge_launch(parts, geometry, mx.bfloat16).cuda_source()
     head, body = source.rsplit("__global__ void ", 1)
     assert head.startswith('\n#include "mlx/backend/cuda/device/utils.cuh"') and "metal_compat" in head
     signature = body.split(") {", 1)[0]
-    assert signature.splitlines()[1:] == ["    const float* parts,", "    const float* normal,",
-                                          "    const float* geometry,", "    __nv_bfloat16* out"]
-    launch = paged.merge_launch(parts, normal, geometry, mx.bfloat16)
+    assert signature.splitlines()[1:] == ["    const float* parts,", "    const float* geometry,",
+                                          "    __nv_bfloat16* out"]
+    launch = paged.merge_launch(parts, geometry, mx.bfloat16)
     assert signature.splitlines()[0] == launch.cuda_function + "("
     assert launch.cuda_function.endswith("_bfloat16_t_80")  # OutT then DV, as passed
     assert "  using OutT = __nv_bfloat16;\n  constexpr int DV = 80;\n" in body

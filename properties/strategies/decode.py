@@ -13,8 +13,10 @@ Layouts (``CACHE_LAYOUTS``): the K/V handed to the kernel are views of a larger
 cache whose other slots hold NaN (float planes) or random bits (packed codes),
 so a stray read shows in the output: ``contiguous`` (no view), ``slice`` (the
 first N positions), ``window`` (positions off..off+N), ``heads`` (a slice of
-heads too) and ``transposed`` (stored [.., W, capacity] and viewed back: the
-last axis is not unit-stride).
+heads too), ``transposed`` (stored [.., W, capacity] and viewed back: the
+last axis is not unit-stride) and ``reversed`` (stored newest-first and viewed
+back with a step of -1: the token axis has a negative stride, which the
+kernels' 64-bit address arithmetic must carry).
 
 kvq4: GQA factor 2/4/6/8 over 1-2 KV heads, head dim 256, blocks 64..512
 (multiples of 4 and not), N straddling block and sub-chunk edges
@@ -69,7 +71,7 @@ __all__ = [
 ]
 
 DECODE_DTYPES = ("bfloat16", "float16", "float32")
-CACHE_LAYOUTS = ("contiguous", "slice", "window", "heads", "transposed")
+CACHE_LAYOUTS = ("contiguous", "slice", "window", "heads", "transposed", "reversed")
 KVQ4_GQA = (2, 4, 6, 8)
 # 102: a ragged block (not a multiple of SUB = 4), where a sub-chunk could overrun its block's end.
 KVQ4_BLOCKS = (64, 100, 102, 128, 256, 512)
@@ -98,6 +100,8 @@ def cache_view(x: np.ndarray, dtype: str | None, layout: str, rng: np.random.Gen
     cache[:, h0:h0 + kvh, off:off + n] = x
     if layout == "transposed":  # stored [1, H, W, capacity]: the view's last axis has stride capacity
         view = to_mx(np.ascontiguousarray(cache.transpose(0, 1, 3, 2)), dtype).transpose(0, 1, 3, 2)
+    elif layout == "reversed":  # stored [1, H, capacity, W] newest-first: the view's token stride is -W
+        view = to_mx(np.ascontiguousarray(cache[:, :, ::-1]), dtype)[:, :, ::-1]
     else:
         view = to_mx(cache, dtype)
     return view[:, h0:h0 + kvh, off:off + n]
