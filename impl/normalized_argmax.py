@@ -65,12 +65,16 @@ order, ``UNROLL`` of them per round so their loads are in flight together.
   ``__expf(x - max)`` added in order), cooperative groups' butterflies (xor
   16 .. 1) per warp, then across warps through threadgroup memory, and
   ``T(isinf(max) ? max : logf(normalizer) + max)``; it keeps ``top``,
-  its first id and ``before`` as the row kernel's scan does, writes the lse
-  as a second output, and ends with the same candidate phase
+  its first id and ``before`` as the row kernel's scan does, and ends with
+  the same candidate phase
   (``CANDIDATES``). ``mx.logsumexp`` on CUDA is MLX's kernel, so the shift is
   the lse the contract names. The mirror is MLX 0.32.4's kernel: should MLX
-  change it, ``test_fused_variant_shifts_by_mlx_logsumexp`` fails (its lse
-  output against ``mx.logsumexp``, bit for bit). On the H200
+  change it, ``test_fused_variant_shifts_by_mlx_logsumexp`` fails (the lse of
+  ``FUSED_LSE``, the same source with the lse stored as a second output,
+  against ``mx.logsumexp``, bit for bit; and the ids of ``FUSED``, the call's
+  instantiation without that store, against ``FUSED_LSE``'s and the two
+  launches'). Until session 14 the call's own kernel wrote the lse too, for
+  the gate alone. On the H200
   (``perf/runs/2026-11-30-h200-session12/callT9``, two processes, bare
   compiled calls): 41.4 / 35.7 us eval8 against the two launches' 46.3 /
   39.9, 1.78x / 1.88x the native ops against 1.59x / 1.68x; the other
@@ -138,7 +142,7 @@ import mlx.core as mx
 from impl.arms import resolve_arm
 from impl.kernels import KernelSpec, Launch
 
-__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "MAX_THREADS", "UNROLL", "fused_launch", "lse_threads", "normalized_argmax",
+__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "FUSED", "FUSED_LSE", "MAX_THREADS", "UNROLL", "fused_launch", "lse_threads", "normalized_argmax",
            "normalized_argmax_native", "row_launch", "threads_for"]
 
 CHUNK = 4  # columns per chunk: one 4-lane vector load
@@ -281,14 +285,22 @@ FUSED_SCAN = """  float top = -INFINITY, before = -INFINITY;  // the largest log
   normalizer = lane < THREADS / 32 ? warp_normalizer[lane] : 0.0f;
   for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);
   const T rounded = T(isinf(maxval) ? maxval : logf(normalizer) + maxval);
-  if (tid == 0) lse[row] = rounded;
+  STORE_LSE
   const float shift = float(rounded);
 """
 
 FUSED_SOURCE = ROW_PROLOGUE + FUSED_SCAN + CANDIDATES
 
-# CUDA only: its lse is MLX's CUDA logsumexp (Metal's runs another order) and it uses CUDA's intrinsics.
-FUSED = KernelSpec("normalized_argmax_fused", ("logits",), ("out", "lse"), FUSED_SOURCE, header=HEADER, arms=("cuda",))
+# CUDA only: its lse is MLX's CUDA logsumexp (Metal's runs another order) and it uses CUDA's intrinsics. Two
+# instantiations of the one source, which differ only in the store of the lse: ``FUSED`` (the call's: ids only; an
+# output costs MLX's host ~1.5-3 us per call, session 13's U4) and ``FUSED_LSE`` (ids and the lse it shifted by, as a
+# second output: what the gate checks bit for bit against ``mx.logsumexp``; the gate also checks that both give the
+# same ids).
+FUSED = KernelSpec("normalized_argmax_fused", ("logits",), ("out",), FUSED_SOURCE.replace("STORE_LSE\n", ""),
+                   header=HEADER, arms=("cuda",))
+FUSED_LSE = KernelSpec("normalized_argmax_fused_lse", ("logits",), ("out", "lse"),
+                       FUSED_SOURCE.replace("STORE_LSE", "if (tid == 0) lse[row] = rounded;"), header=HEADER,
+                       arms=("cuda",))
 
 
 def lse_threads(vocab: int) -> int:
@@ -349,20 +361,22 @@ def row_launch(x: mx.array, lse: mx.array) -> Launch:
                   output_shapes=((rows,),), output_dtypes=(mx.uint32,))
 
 
-def fused_launch(x: mx.array) -> Launch:
+def fused_launch(x: mx.array, *, with_lse: bool = False) -> Launch:
     """The fused variant's one launch (CUDA): a threadgroup of ``lse_threads(V)`` per row of ``x`` [rows, V];
-    outputs the ids (uint32 [rows]) and the lse it shifted by (T [rows], MLX's logsumexp bit for bit)."""
+    outputs the ids (uint32 [rows]), and with ``with_lse`` (``FUSED_LSE``, the gate's instantiation) the lse it
+    shifted by (T [rows], MLX's logsumexp bit for bit) as well."""
     rows, vocab = x.shape
     threads = lse_threads(vocab)
-    return Launch(FUSED, (x,), (("V", vocab), ("THREADS", threads), ("UNROLL", UNROLL), ("T", x.dtype)),
+    spec, outputs = (FUSED_LSE, ((rows,), (rows,))) if with_lse else (FUSED, ((rows,),))
+    return Launch(spec, (x,), (("V", vocab), ("THREADS", threads), ("UNROLL", UNROLL), ("T", x.dtype)),
                   grid=(threads * rows, 1, 1), threadgroup=(threads, 1, 1),
-                  output_shapes=((rows,), (rows,)), output_dtypes=(mx.uint32, x.dtype))
+                  output_shapes=outputs, output_dtypes=(mx.uint32, x.dtype)[:len(outputs)])
 
 
 def _kernel_argmax(logits: mx.array, arm: str) -> mx.array:
     x = _matrix(logits)
     if arm in FUSED.arms:
-        out, _ = fused_launch(x).run(arm)
+        (out,) = fused_launch(x).run(arm)
     else:
         (out,) = row_launch(x, _lse(x)).run(arm)
     return out if logits.ndim == 2 else out.reshape(logits.shape[:-1])

@@ -34,8 +34,8 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from impl.normalized_argmax import (CHUNK, FUSED, fused_launch, lse_threads, normalized_argmax, normalized_argmax_native,
-                                    row_launch, threads_for)
+from impl.normalized_argmax import (CHUNK, FUSED, FUSED_LSE, fused_launch, lse_threads, normalized_argmax,
+                                    normalized_argmax_native, row_launch, threads_for)
 from properties import strategies as sts
 from reference.metrics import canonical_nan
 from reference.sampling import normalized_argmax_ref, round_to
@@ -222,13 +222,19 @@ def lse_rows(V: int, dtype: str, rng: np.random.Generator) -> np.ndarray:
 @pytest.mark.parametrize("V", FUSED_VOCABS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_fused_variant_shifts_by_mlx_logsumexp(arm, gate, dtype, V):
-    """The fused variant's lse output is ``mx.logsumexp`` of each row bit for bit (it mirrors MLX's CUDA kernel:
-    the same threads, chunks, order and float operations), and its ids are the two-launch row kernel's."""
+    """The fused variant's lse is ``mx.logsumexp`` of each row bit for bit (it mirrors MLX's CUDA kernel: the same
+    threads, chunks, order and float operations), and its ids are the two-launch row kernel's. The lse is read
+    from ``FUSED_LSE``, the same source storing it as a second output; the call's ``FUSED`` (no store) must give
+    that instantiation's ids."""
     rows = lse_rows(V, dtype, np.random.default_rng(V))
     x = sts.to_mx(rows, dtype)
-    launch = fused_launch(x)
-    assert launch.threadgroup[0] == lse_threads(V)
+    launch, call = fused_launch(x, with_lse=True), fused_launch(x)
+    assert launch.spec is FUSED_LSE and call.spec is FUSED and len(call.output_shapes) == 1
+    assert launch.threadgroup[0] == call.threadgroup[0] == lse_threads(V)
     ids, lse = launch.run(arm)
+    (call_ids,) = call.run(arm)
+    gate.equal(call_ids, ids, what="the call's instantiation (no lse store) gives the gate's instantiation's ids",
+               kernel="normalized_argmax", case=f"{dtype}-V{V}-fused-call")
     gate.bit_exact(canonical_nan(lse), canonical_nan(mx.logsumexp(x, axis=-1)),
                    what=f"the fused variant's lse is MLX's logsumexp ({lse_threads(V)} threads), NaN as NaN",
                    kernel="normalized_argmax", case=f"{dtype}-V{V}-fused-lse")

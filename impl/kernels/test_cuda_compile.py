@@ -91,8 +91,9 @@ def argmax_launches() -> list[Launch]:
     for dtype in (mx.bfloat16, mx.float16, mx.float32):
         for vocab in (151936, 2049):
             x = mx.zeros((3, vocab), dtype)
-            launches += [argmax.row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)), argmax.fused_launch(x)]
-        launches.append(argmax.fused_launch(mx.zeros((3, 100), dtype)))
+            launches += [argmax.row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)), argmax.fused_launch(x),
+                         argmax.fused_launch(x, with_lse=True)]
+        launches += [argmax.fused_launch(mx.zeros((3, 100), dtype), with_lse=with_lse) for with_lse in (False, True)]
     return launches
 
 
