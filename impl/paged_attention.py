@@ -47,8 +47,11 @@ online-softmax step (one exp per lane, one rescale, skipped when the max stays);
 the V accumulation by shuffle (with LPR 16 each half accumulates its tokens; the halves are added
 at the end). Quantized pools dequantize on load: ``InT(scale * code + bias)`` rounded to the pool
 dtype, then widened. The SIMD groups combine in threadgroup memory, rescaled to their common
-max. Merge pass: per output element, rescale each partition by ``exp(max_p - max)`` and divide
-the summed values by the summed normalizers, cast to q's dtype. An empty partition (rows of the
+max, and the partial writes its one output, ``parts``: per (query row, partition) a row of Dv
+values, then the partition's max and sum (``partial_shape``; two outputs until session 14: MLX's
+host pays ~1.5-3 us per output per call on the H200). Merge pass: per output element, rescale
+each partition by ``exp(max_p - max)`` and divide the summed values by the summed normalizers,
+cast to q's dtype. An empty partition (rows of the
 last partition beyond a query's causal limit) contributes max ``-inf``, sum 0: weight 0.
 
 The same body serves kvq4's contiguous 4-bit cache (``impl.kvq4_decode``, body ``direct``): its
@@ -127,6 +130,7 @@ __all__ = [
     "paged_attention",
     "paged_attention_gather",
     "partial_launch",
+    "pack_partials",
     "partial_shape",
     "partition_size",
     "partition_span",
@@ -855,6 +859,24 @@ def partial_shape(hq: int, n: int, partitions: int, dv: int) -> tuple[int, int, 
     ``partitions`` >= count, a power of two: ``_partial_shape``). One output instead of two (values, then
     [max, sum]) saves MLX's host ~3 us per call on the H200 (an output costs ~1.5-3 us: session 13, U4)."""
     return hq, n, partitions, dv + 2
+
+
+def pack_partials(values: mx.array, maxima: mx.array, sums: mx.array, partitions: int | None = None) -> mx.array:
+    """``parts`` from partials made elsewhere (the merge's gate builds them): ``values`` [Hq, n, count, Dv], ``maxima``
+    and ``sums`` [Hq, n, count], float32, in the PARTS layout (``partial_shape``) of a buffer of ``partitions`` >=
+    count partitions (None: count). The rows are packed by ``count``, as the partial writes them; the buffer's
+    remaining floats hold NaN, so a merge that reads past the call's partitions shows it."""
+    for name, x in (("values", values), ("maxima", maxima), ("sums", sums)):
+        if not isinstance(x, mx.array) or x.dtype != mx.float32:
+            raise TypeError(f"{name} must be a float32 mx.array, got {getattr(x, 'dtype', type(x).__name__)}")
+    if values.ndim != 4 or maxima.shape != values.shape[:3] or sums.shape != values.shape[:3]:
+        raise ValueError(f"values must be [Hq, n, count, Dv] and maxima, sums [Hq, n, count]; got "
+                         f"{list(values.shape)}, {list(maxima.shape)}, {list(sums.shape)}")
+    hq, n, count, dv = values.shape
+    partitions = count if partitions is None else check_int("partitions", partitions, minimum=count)
+    rows = mx.concatenate([values, maxima[..., None], sums[..., None]], axis=-1).reshape(-1)
+    tail = mx.full((hq * n * (partitions - count) * (dv + 2),), mx.nan, dtype=mx.float32)
+    return mx.concatenate([rows, tail]).reshape(partial_shape(hq, n, partitions, dv))
 
 
 def merge_launch(parts: mx.array, geometry: mx.array, out_dtype: mx.Dtype) -> Launch:

@@ -150,8 +150,10 @@ CATALOG: tuple[Mutant, ...] = (
         "paged_attention",
         (body(PAGED, "float weight = exp(parts[base + DV] - maximum);",
               "float weight = exp(parts[base + DV + 1] - maximum);"),),
-        # several partitions each (10 and 5): with one, any weight cancels between values and sums
-        (PAGED_GATE % "bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8",
+        # several partitions each (13, 10 and 5): with one, any weight cancels between values and sums
+        ("parity/test_paged_attention.py::test_merge_matches_float64_oracle[{arm}-bfloat16-Hq8-n2-count13-buffer16-"
+         "Dv42-rising]",
+         PAGED_GATE % "bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8",
          KVQ4_DIRECT_GATE % "bfloat16-H16-KVH8-N2049-block512-contiguous"),
         arms=("metal", "cuda")),  # the graph arm merges in MLX ops, with no packed buffer to misread
     Mutant(

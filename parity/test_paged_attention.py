@@ -19,10 +19,17 @@ Quantized pools (affine KV4/KV8, groups 32/64/128), kernel "paged_attention_q{bi
 
 Through ``impl.kv`` (when present): ``PagedKVCache(direct=True).append_and_fetch``
 views take the direct kernel and stay immutable under later appends.
+
+The merge alone (compiled arms): partials packed in the PARTS layout
+(``pack_partials``, NaN past the call's partitions) against the float64 oracle
+``reference.attention.split_merge_ref``, within a first-order float32 bound
+(``merge_float32_ulps``); on any machine, the layout and the merge's argument
+checks.
 """
 
 from __future__ import annotations
 
+import mlx.core as mx
 import numpy as np
 import pytest
 
@@ -176,3 +183,115 @@ def test_views_from_the_kv_cache(arm, gate, dtype, quant):
         cache.append(rows(29, hkv), rows(29, hkv))
     gate.bit_exact(view.attend(q, scale, "causal", arm=arm), first, what="the view after 87 more appended tokens",
                    kernel="paged_attention" + (f"_q{quant.bits}" if quant else ""), case=f"{dtype}-kv-immutable")
+
+
+# The merge alone: (Hq, n, count, buffer partitions, Dv, pattern). "rising": every partition raises the row's max;
+# "falling": none does; "masked": -inf partitions (empty: a row's causal limit before them), scattered; "random".
+# 13 partitions: not a multiple of the 8 slices, in a buffer of 16 (NaN past 13); Dv 42: lanes past Dv.
+MERGE_CASES = [
+    (4, 1, 1, 1, 128, "random"),
+    (8, 2, 13, 16, 42, "rising"),
+    (32, 1, 64, 64, 128, "falling"),
+    (6, 3, 37, 64, 256, "masked"),
+    (2, 8, 5, 8, 80, "random"),
+]
+EXP_ULPS = 4  # exp's error bound: Metal's precise exp (4 ulp; CUDA's expf is 2)
+
+
+def merge_case_id(c) -> str:
+    hq, n, count, partitions, dv, pattern = c
+    return f"Hq{hq}-n{n}-count{count}-buffer{partitions}-Dv{dv}-{pattern}"
+
+
+def merge_float32_ulps(count: int) -> int:
+    """Float32 ulps the merge may be from the exact merge, first order, for positive values and sums (no
+    cancellation) and maxima whose differences are exact in float32 (so exp's argument is). A slice of
+    k = ceil(count / 8) partitions sums k terms ``weight * value`` by fma; each weight carries exp's EXP_ULPS, each
+    fma one rounding, and the 8 slices' totals take 8 more additions: at most EXP_ULPS + k + 8 unit roundoffs of
+    relative error in the numerator and as much in the denominator, one more in the division; a relative error of r
+    unit roundoffs is at most r ulps, and the float64 reference rounds to float32 within one more."""
+    k = -(-count // 8)
+    return 2 * (EXP_ULPS + k + 8) + 1 + 1
+
+
+def merge_partials(case, rng):
+    """Float32 partials of ``case`` as the partial writes them: values [Hq, n, count, Dv], maxima, sums."""
+    hq, n, count, _, dv, pattern = case
+    # Maxima on a grid of 1/4 below 64 in magnitude: every difference the kernel takes is exact in float32.
+    step = np.arange(count, dtype=np.float64) / 4.0
+    m = {"rising": step - 24.0, "falling": 24.0 - step,
+         "masked": rng.integers(-80, 80, (hq, n, count)) / 4.0,
+         "random": rng.integers(-80, 80, (hq, n, count)) / 4.0}[pattern]
+    m = np.broadcast_to(m, (hq, n, count)).copy()
+    if pattern == "masked":
+        hidden = (np.arange(count) % 8 == 3) | (rng.random((hq, n, count)) < 0.3)
+        hidden[..., 0] = False  # every row keeps a partition with a visible token
+        m[hidden] = -np.inf
+    live = m > -np.inf
+    l = np.where(live, np.exp(rng.uniform(0.0, 4.0, m.shape)), 0.0)  # a sum of exps whose largest term is 1
+    o = np.where(live[..., None], l[..., None] * rng.uniform(0.5, 1.5, (hq, n, count, dv)), 0.0)  # o / l in [0.5, 1.5]
+    return tuple(x.astype(np.float32) for x in (o, m, l))
+
+
+@pytest.mark.arms("metal", "cuda")
+@pytest.mark.parametrize("case", MERGE_CASES, ids=merge_case_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_merge_matches_float64_oracle(arm, gate, dtype, case):
+    """The merge kernel alone reads the PARTS layout (values, then max, then sum per row; packed by the call's
+    partition count, never past it) and combines the partitions as the float64 oracle does."""
+    from reference.attention import split_merge_ref
+
+    hq, n, count, partitions, dv, _ = case
+    o, m, l = merge_partials(case, np.random.default_rng(count * 7 + dv))
+    parts = paged.pack_partials(mx.array(o), mx.array(m), mx.array(l), partitions)
+    span = 64
+    geometry = mx.array([0.125, count * span - 5, span], dtype=mx.float32)  # count partitions of the length
+    (out,) = paged.merge_launch(parts, geometry, getattr(mx, dtype)).run(arm)
+    ref = split_merge_ref(*(np.moveaxis(x, 2, 0) for x in (o, m, l))).reshape(1, hq, n, dv)
+    if dtype == "float32":
+        ulps, why = merge_float32_ulps(count), (f"first-order float32 bound of the merge over {count} partitions "
+                                                f"(merge_float32_ulps: exp {EXP_ULPS} ulp, fma, sums, division)")
+    else:
+        ulps, why = 1, (f"the float32 merge is within {merge_float32_ulps(count)} float32 ulps (merge_float32_ulps), "
+                        f"far below half a {dtype} ulp: rounding to {dtype} lands on the exact value's rounding or, "
+                        "at a rounding midpoint, its neighbour")
+    gate.max_ulp(out, ref, ulps=ulps, why=why, kernel="paged_attention", case=merge_case_id(case))
+
+
+def test_parts_layout_is_values_then_max_then_sum():
+    """``parts``, the partial's one output: per (query row, partition) Dv values, its max, its sum, packed by the
+    call's partition count in a buffer of ``partial_shape`` (``pack_partials`` fills the rest with NaN); the
+    partial's launch declares that shape, and the merge refuses another, naming the argument."""
+    hq, n, count, partitions, dv = 2, 3, 5, 8, 4
+    o = mx.arange(hq * n * count * dv, dtype=mx.float32).reshape(hq, n, count, dv)
+    m = -1.0 - mx.arange(hq * n * count, dtype=mx.float32).reshape(hq, n, count)
+    l = 1000.0 + mx.arange(hq * n * count, dtype=mx.float32).reshape(hq, n, count)
+    parts = paged.pack_partials(o, m, l, partitions)
+    assert parts.shape == paged.partial_shape(hq, n, partitions, dv) == (hq, n, partitions, dv + 2)
+    flat = np.array(parts).reshape(-1)
+    rows = flat[:hq * n * count * (dv + 2)].reshape(hq * n * count, dv + 2)
+    np.testing.assert_array_equal(rows[:, :dv], np.array(o).reshape(-1, dv))
+    np.testing.assert_array_equal(rows[:, dv], np.array(m).reshape(-1))
+    np.testing.assert_array_equal(rows[:, dv + 1], np.array(l).reshape(-1))
+    assert np.isnan(flat[hq * n * count * (dv + 2):]).all()
+
+    case = make_case("bfloat16", GEOMETRIES[2])
+    table, scale, planes = paged._validate(case.q_mx, case.storage, case.table, case.length, case.scale, direct=True)
+    partial = paged.partial_launch(case.q_mx, case.storage, table, case.length, scale, planes)
+    (shape,) = partial.output_shapes
+    assert partial.spec.output_names == ("parts",) and shape[:2] == (case.q_mx.shape[1], case.q_mx.shape[2])
+    assert shape == paged.partial_shape(*shape[:3], case.storage.v_head_dim)
+    geometry = partial.inputs[4]
+    assert paged.merge_launch(parts, geometry, mx.bfloat16).inputs == (parts, geometry)
+    for bad in (parts[..., :2], parts.reshape(-1), parts.astype(mx.float16), np.array(parts)):
+        with pytest.raises(ValueError, match="parts must be"):
+            paged.merge_launch(bad, geometry, mx.bfloat16)
+    for bad in (geometry[:2], geometry.astype(mx.float16), [0.1, 5, 64]):
+        with pytest.raises(ValueError, match="geometry must be"):
+            paged.merge_launch(parts, bad, mx.bfloat16)
+    with pytest.raises(ValueError, match="maxima, sums"):
+        paged.pack_partials(o, m[..., :-1], l)
+    with pytest.raises(TypeError, match="sums must be a float32"):
+        paged.pack_partials(o, m, l.astype(mx.float16))
+    with pytest.raises(ValueError, match="partitions"):
+        paged.pack_partials(o, m, l, count - 1)
