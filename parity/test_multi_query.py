@@ -26,8 +26,9 @@ import pytest
 
 from impl.multi_query import default_splits, multi_query_causal
 from impl.recent_calls import RecentCalls
-from properties.strategies import (build_multi_query_case, cache_view, decode_error_floor, hoeffding_kl_limit,
-                                   lm_head, multi_query_oracles, to_mx, working_dtype)
+from properties.strategies import (EXP_ULPS, build_multi_query_case, cache_view, decode_error_floor,
+                                   hoeffding_kl_limit, lm_head, merge_ulps, multi_query_oracles, split_partials,
+                                   to_mx, working_dtype)
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
 
@@ -207,7 +208,6 @@ MERGE_CASES = [
     (129, 1, 8, 256, "masked"),
     (16, 4, 64, 8, "random"),
 ]
-EXP_ULPS = 4  # exp's error bound: Metal's precise exp (4 ulp; CUDA's expf is 2)
 
 
 def merge_case_id(c) -> str:
@@ -234,33 +234,15 @@ def test_merge_matches_float64_oracle(arm, gate, dtype, case):
     from reference.attention import split_merge_ref
 
     splits, kvh, nq, d, pattern = case
-    rng = np.random.default_rng(splits * 7 + d)
     L = next(rows for rows in (8, 5, 4, 2, 1) if nq % rows == 0)
-    # Maxima on a grid of 1/4 below 64 in magnitude: every difference the kernel takes is exact in float32.
-    step = np.arange(splits, dtype=np.float64)[:, None, None] / 4.0
-    m = {"rising": step - 24.0, "falling": 24.0 - step,
-         "masked": rng.integers(-80, 80, (splits, kvh, nq)) / 4.0,
-         "random": rng.integers(-80, 80, (splits, kvh, nq)) / 4.0}[pattern]
-    m = np.broadcast_to(m, (splits, kvh, nq)).copy()
-    if pattern == "masked":
-        hidden = (np.arange(splits) % 8 == 3)[:, None, None] | (rng.random((splits, kvh, nq)) < 0.3)
-        hidden[0] = False  # every row keeps a visible split
-        m[hidden] = -np.inf
-    live = m > -np.inf
-    l = np.where(live, np.exp(rng.uniform(0.0, 4.0, m.shape)), 0.0)  # a sum of exps whose largest term is 1
-    o = np.where(live[..., None], l[..., None] * rng.uniform(0.5, 1.5, (splits, kvh, nq, d)), 0.0)  # O / l in [0.5, 1.5]
-    o32, m32, l32 = (x.astype(np.float32) for x in (o, m, l))
+    o32, m32, l32 = split_partials(splits, (kvh, nq), d, pattern, np.random.default_rng(splits * 7 + d))
     rep = nq // L
     part = mq.pack_parts(mx.array(o32), mx.array(m32), mx.array(l32))
     (out,) = mq.merge_launch(part, getattr(mx, dtype), kvh * rep, L, kvh, d).run(arm)
     ref = split_merge_ref(o32, m32, l32).reshape(1, kvh * rep, L, d)  # row = r * L + i is head hk * REP + r, query i
-    if dtype == "float32":
-        ulps, why = merge_float32_ulps(splits), (f"first-order float32 bound of the one-pass merge over {splits} "
-                                                 f"splits (merge_float32_ulps: exp {EXP_ULPS} ulp, products, sums)")
-    else:
-        ulps, why = 1, (f"the float32 merge is within {merge_float32_ulps(splits)} float32 ulps (merge_float32_ulps), "
-                        f"far below half a {dtype} ulp: rounding to {dtype} lands on the exact value's rounding or, "
-                        "at a rounding midpoint, its neighbour")
+    ulps, why = merge_ulps(dtype, merge_float32_ulps(splits),
+                           f"first-order float32 bound of the one-pass merge over {splits} splits (merge_float32_ulps: "
+                           f"exp {EXP_ULPS} ulp, products, sums)")
     gate.max_ulp(out, ref, ulps=ulps, why=why, kernel=KERNEL, case=merge_case_id(case))
 
 

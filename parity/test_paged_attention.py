@@ -185,9 +185,9 @@ def test_views_from_the_kv_cache(arm, gate, dtype, quant):
                    kernel="paged_attention" + (f"_q{quant.bits}" if quant else ""), case=f"{dtype}-kv-immutable")
 
 
-# The merge alone: (Hq, n, count, buffer partitions, Dv, pattern). "rising": every partition raises the row's max;
-# "falling": none does; "masked": -inf partitions (empty: a row's causal limit before them), scattered; "random".
-# 13 partitions: not a multiple of the 8 slices, in a buffer of 16 (NaN past 13); Dv 42: lanes past Dv.
+# The merge alone: (Hq, n, count, buffer partitions, Dv, pattern); patterns and partials: ``sts.split_partials``
+# ("masked": -inf partitions, as a row's causal limit before them leaves them). 13 partitions: not a multiple of the
+# 8 slices, in a buffer of 16 (NaN past 13); Dv 42: lanes past Dv.
 MERGE_CASES = [
     (4, 1, 1, 1, 128, "random"),
     (8, 2, 13, 16, 42, "rising"),
@@ -195,9 +195,6 @@ MERGE_CASES = [
     (6, 3, 37, 64, 256, "masked"),
     (2, 8, 5, 8, 80, "random"),
 ]
-EXP_ULPS = 4  # exp's error bound: Metal's precise exp (4 ulp; CUDA's expf is 2)
-
-
 def merge_case_id(c) -> str:
     hq, n, count, partitions, dv, pattern = c
     return f"Hq{hq}-n{n}-count{count}-buffer{partitions}-Dv{dv}-{pattern}"
@@ -206,31 +203,13 @@ def merge_case_id(c) -> str:
 def merge_float32_ulps(count: int) -> int:
     """Float32 ulps the merge may be from the exact merge, first order, for positive values and sums (no
     cancellation) and maxima whose differences are exact in float32 (so exp's argument is). A slice of
-    k = ceil(count / 8) partitions sums k terms ``weight * value`` by fma; each weight carries exp's EXP_ULPS, each
-    fma one rounding, and the 8 slices' totals take 8 more additions: at most EXP_ULPS + k + 8 unit roundoffs of
-    relative error in the numerator and as much in the denominator, one more in the division; a relative error of r
-    unit roundoffs is at most r ulps, and the float64 reference rounds to float32 within one more."""
+    k = ceil(count / 8) partitions sums k terms ``weight * value`` by fma; each weight carries exp's error
+    (``sts.EXP_ULPS``), each fma one rounding, and the 8 slices' totals take 8 more additions: at most
+    EXP_ULPS + k + 8 unit roundoffs of relative error in the numerator and as much in the denominator, one more in
+    the division; a relative error of r unit roundoffs is at most r ulps, and the float64 reference rounds to
+    float32 within one more."""
     k = -(-count // 8)
-    return 2 * (EXP_ULPS + k + 8) + 1 + 1
-
-
-def merge_partials(case, rng):
-    """Float32 partials of ``case`` as the partial writes them: values [Hq, n, count, Dv], maxima, sums."""
-    hq, n, count, _, dv, pattern = case
-    # Maxima on a grid of 1/4 below 64 in magnitude: every difference the kernel takes is exact in float32.
-    step = np.arange(count, dtype=np.float64) / 4.0
-    m = {"rising": step - 24.0, "falling": 24.0 - step,
-         "masked": rng.integers(-80, 80, (hq, n, count)) / 4.0,
-         "random": rng.integers(-80, 80, (hq, n, count)) / 4.0}[pattern]
-    m = np.broadcast_to(m, (hq, n, count)).copy()
-    if pattern == "masked":
-        hidden = (np.arange(count) % 8 == 3) | (rng.random((hq, n, count)) < 0.3)
-        hidden[..., 0] = False  # every row keeps a partition with a visible token
-        m[hidden] = -np.inf
-    live = m > -np.inf
-    l = np.where(live, np.exp(rng.uniform(0.0, 4.0, m.shape)), 0.0)  # a sum of exps whose largest term is 1
-    o = np.where(live[..., None], l[..., None] * rng.uniform(0.5, 1.5, (hq, n, count, dv)), 0.0)  # o / l in [0.5, 1.5]
-    return tuple(x.astype(np.float32) for x in (o, m, l))
+    return 2 * (sts.EXP_ULPS + k + 8) + 1 + 1
 
 
 @pytest.mark.arms("metal", "cuda")
@@ -241,20 +220,16 @@ def test_merge_matches_float64_oracle(arm, gate, dtype, case):
     partition count, never past it) and combines the partitions as the float64 oracle does."""
     from reference.attention import split_merge_ref
 
-    hq, n, count, partitions, dv, _ = case
-    o, m, l = merge_partials(case, np.random.default_rng(count * 7 + dv))
-    parts = paged.pack_partials(mx.array(o), mx.array(m), mx.array(l), partitions)
+    hq, n, count, partitions, dv, pattern = case
+    o, m, l = sts.split_partials(count, (hq, n), dv, pattern, np.random.default_rng(count * 7 + dv))  # partition axis first
+    parts = paged.pack_partials(*(mx.array(np.moveaxis(x, 0, 2)) for x in (o, m, l)), partitions)
     span = 64
     geometry = mx.array([0.125, count * span - 5, span], dtype=mx.float32)  # count partitions of the length
     (out,) = paged.merge_launch(parts, geometry, getattr(mx, dtype)).run(arm)
-    ref = split_merge_ref(*(np.moveaxis(x, 2, 0) for x in (o, m, l))).reshape(1, hq, n, dv)
-    if dtype == "float32":
-        ulps, why = merge_float32_ulps(count), (f"first-order float32 bound of the merge over {count} partitions "
-                                                f"(merge_float32_ulps: exp {EXP_ULPS} ulp, fma, sums, division)")
-    else:
-        ulps, why = 1, (f"the float32 merge is within {merge_float32_ulps(count)} float32 ulps (merge_float32_ulps), "
-                        f"far below half a {dtype} ulp: rounding to {dtype} lands on the exact value's rounding or, "
-                        "at a rounding midpoint, its neighbour")
+    ref = split_merge_ref(o, m, l).reshape(1, hq, n, dv)
+    ulps, why = sts.merge_ulps(dtype, merge_float32_ulps(count),
+                               f"first-order float32 bound of the merge over {count} partitions (merge_float32_ulps: "
+                               f"exp {sts.EXP_ULPS} ulp, fma, sums, division)")
     gate.max_ulp(out, ref, ulps=ulps, why=why, kernel="paged_attention", case=merge_case_id(case))
 
 

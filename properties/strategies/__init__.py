@@ -12,3 +12,4 @@ from .attention import *  # noqa: F401,F403
 from .argmax import *  # noqa: F401,F403
 from .decode import *  # noqa: F401,F403
 from .paged import *  # noqa: F401,F403
+from .merge import *  # noqa: F401,F403
