@@ -142,8 +142,8 @@ import mlx.core as mx
 from impl.arms import resolve_arm
 from impl.kernels import KernelSpec, Launch
 
-__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "FUSED", "FUSED_LSE", "MAX_THREADS", "UNROLL", "fused_launch", "lse_threads", "normalized_argmax",
-           "normalized_argmax_native", "row_launch", "threads_for"]
+__all__ = ["CHUNK", "ELIGIBLE_DTYPES", "FUSED", "FUSED_LSE", "MAX_THREADS", "UNROLL", "fused_launch", "lse_threads",
+           "normalized_argmax", "normalized_argmax_native", "row_launch", "threads_for"]
 
 CHUNK = 4  # columns per chunk: one 4-lane vector load
 MAX_THREADS = 1024  # threads per row's threadgroup (module docstring: a row on an SM, bytes in flight)

@@ -446,7 +446,7 @@ PARTIAL_SOURCE = """
       value = fma(weight, osh[(s * R + i) * DV + d], value);
       total = fma(weight, lsh[s * R + i], total);
     }
-    // One PARTS row per (query row, partition): DV values, then the max and the sum (``partial_row``).
+    // One PARTS row per (query row, partition): DV values, then the max and the sum (``partial_shape``).
     const uint base = (out_row[i] * count + part) * (DV + 2);
     parts[base + d] = value;
     if (d == 0) { parts[base + DV] = top; parts[base + DV + 1] = total; }
