@@ -117,7 +117,11 @@ tokens per step (158 registers) and 8 rows per threadgroup (one chunk; 215-247 r
 default, and the default itself measured 4-8 us apart through two call paths in one process, so none is kept. The
 ratio to the control stayed 1.2-2.2x in every protocol. A tensor-core body would not close it either: multi-query's
 partial run on the bfloat16 cache (no dequantization at all) at this shape is 1.75x / 1.90x the control in eval8 /
-pipelined8 (128 splits), and MLX's own SDPA on that cache 1.59x / 1.30x.
+pipelined8 (128 splits), and MLX's own SDPA on that cache 1.59x / 1.30x. What bounds it (fifteenth pass,
+``perf/runs/2026-11-30-h200-session15``): this call with both kernel bodies emptied (same inputs, grids and outputs)
+costs the H200's host 35-39 us per call eval8 and 36-41 us pipelined8, so a partial + merge call is below 3x the
+control in pipelined8, eval1 and pipelined1 even with kernels that do nothing, and in eval8 it leaves 2.3-5.7 us for
+the kernels' GPU work, about one read of the 9.44 MB of K / V at copy bandwidth: out of reach (``perf/RESULTS.md``).
 """
 
 from __future__ import annotations
