@@ -24,13 +24,16 @@ from dataclasses import dataclass
 import mlx.core as mx
 import numpy as np
 
+from impl.checks import check_int
+
 __all__ = ["BlockTable", "freeze", "padded_length"]
 
-_INTEGER_DTYPES = (mx.int8, mx.int16, mx.int32, mx.int64, mx.uint8, mx.uint16, mx.uint32)
+_INTEGER_DTYPES = (mx.int8, mx.int16, mx.int32, mx.int64, mx.uint8, mx.uint16, mx.uint32, mx.uint64)
 
 
 def padded_length(count: int) -> int:
     """The power of two the kernels' table (and partition buffers) are padded to: >= count, >= 1."""
+    count = check_int("count", count, minimum=0)
     return 1 << (max(count, 1) - 1).bit_length()
 
 
@@ -77,7 +80,10 @@ def freeze(entries, *, name: str = "block_table") -> BlockTable:
     anything else converted (or refused) by ``BlockTable.of``."""
     if isinstance(entries, BlockTable):
         return entries
-    host = None if isinstance(entries, mx.array) else np.asarray(entries)
+    try:
+        host = None if isinstance(entries, mx.array) else np.asarray(entries)
+    except (ValueError, TypeError, OverflowError):  # ragged nesting and the like: BlockTable.of names the argument
+        host = None
     if host is None or host.ndim != 1 or not np.issubdtype(host.dtype, np.integer):
         return BlockTable.of(entries, name=name)
     key = (host.dtype.str, host.tobytes())  # the dtype too: int64 2**32 + b has b's int32 bytes
@@ -100,11 +106,14 @@ def _host_ints(entries, name: str) -> np.ndarray:
     if isinstance(entries, mx.array):
         if entries.dtype not in _INTEGER_DTYPES:
             raise ValueError(f"{name} must hold integers, got dtype {entries.dtype}")
-        host = np.array(entries.astype(mx.int64))
+        host = np.array(entries)  # in its own dtype: uint64 past 2**63 must not wrap before the range check
     elif isinstance(entries, np.ndarray):
         host = entries if entries.size else entries.astype(np.int64)
     elif isinstance(entries, Sequence) and not isinstance(entries, (str, bytes)):
-        host = np.asarray(entries) if len(entries) else np.zeros(0, np.int64)
+        try:
+            host = np.asarray(entries) if len(entries) else np.zeros(0, np.int64)
+        except (ValueError, TypeError, OverflowError) as error:  # ragged nesting, entries NumPy cannot hold
+            raise ValueError(f"{name} must be a flat sequence of ints: {error}") from None
     else:
         raise TypeError(f"{name} must be a BlockTable, a sequence of ints or a 1-D integer array, "
                         f"got {type(entries).__name__}")

@@ -20,7 +20,8 @@ Contract (the seed's ``kvq4DecodeSdpa``, @mlx-bun/inference 1.0.0
   into 2 head groups); query head h reads KV head ``h // REP``.
 * ``scale``: finite real; ``q * scale`` is formed in T (MLX's op) before the
   kernel, as the seed does.
-* ``block``: tokens per threadgroup, any int >= 1, or None: the body picks it
+* ``block``: tokens per threadgroup, any int >= 1 (a larger block than can change the numbers is clamped: to N
+  for ``direct``, one partition; to SUB * N for ``seed``, every token in the first sub-chunk), or None: the body picks it
   (``direct``: ``impl.paged_attention.partition_size`` for an affine pool, from N
   and the heads, at least 512 tokens; ``seed``: the seed's 512, measured on an M4
   Pro). It partitions the softmax, so it is part of the numbers.
@@ -130,6 +131,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 import mlx.core as mx
+import numpy as np
 
 from impl import multi_query
 from impl import paged_attention as direct
@@ -306,14 +308,18 @@ def kvq4_decode_eligible(q, keys, group_size: int, bits: int) -> bool:
     b, h, L, d = q.shape
     kvh = packed.shape[1]
     return (b == 1 and L == 1 and d == HEAD_DIM and bits == BITS and group_size == GROUP_SIZE and kvh > 0
-            and h % kvh == 0 and (h // kvh) % 2 == 0)
+            and h > 0 and h % kvh == 0 and (h // kvh) % 2 == 0)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def _check_planes(name: str, planes: QuantizedKV, dtype: mx.Dtype) -> tuple[int, int]:
     """(KVH, N) of a valid plane set, else ValueError / TypeError naming ``name``."""
-    if isinstance(planes.bits, bool) or planes.bits != BITS:
+    if not _is_int(planes.bits) or planes.bits != BITS:
         raise ValueError(f"{name}.bits must be {BITS} (the kernel unpacks 4-bit codes), got {planes.bits!r}")
-    if isinstance(planes.group_size, bool) or planes.group_size != GROUP_SIZE:
+    if not _is_int(planes.group_size) or planes.group_size != GROUP_SIZE:
         raise ValueError(f"{name}.group_size must be {GROUP_SIZE}, got {planes.group_size!r}")
     for field in ("packed", "scales", "biases"):
         if not isinstance(getattr(planes, field), mx.array):
@@ -325,6 +331,8 @@ def _check_planes(name: str, planes: QuantizedKV, dtype: mx.Dtype) -> tuple[int,
         raise ValueError(f"{name}.packed must have shape [1, KVH, N, {WORDS}] (head dim {HEAD_DIM} at {BITS} bits), "
                          f"got {list(packed.shape)}")
     _, kvh, n, _ = packed.shape
+    if kvh < 1:
+        raise ValueError(f"{name}.packed holds no KV head (KVH = 0)")
     for field, plane in (("scales", scales), ("biases", biases)):
         if tuple(plane.shape) != (1, kvh, n, GROUPS):
             raise ValueError(f"{name}.{field} must have shape [1, {kvh}, {n}, {GROUPS}] (groups of {GROUP_SIZE}), "
@@ -351,6 +359,8 @@ def _validate(q, keys, values, scale, block, body) -> tuple[QuantizedKV, Quantiz
     if _check_planes("values", values, q.dtype) != (kvh, n):
         raise ValueError(f"values have [KVH, N] = {list(values.packed.shape[1:3])} but keys have {[kvh, n]}")
     h = q.shape[1]
+    if h < 1:
+        raise ValueError(f"q has H={h} heads: it needs at least one")
     if h % kvh:
         raise ValueError(f"q has H={h} heads, not a multiple of the cache's KVH={kvh}")
     if (h // kvh) % 2:
@@ -426,7 +436,9 @@ def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int | None = 
             raise ValueError(f"keys hold N={n} positions; body='direct' reads N from a float32 and takes "
                              f"fewer than 2**24 (body='seed' or None takes any N)")
         if body == "seed":
-            block = KV4_DECODE_BLOCK if block is None else block
+            # A block of SUB * N tokens or more puts every token in its first sub-chunk (sub >= N): the same
+            # numbers as any larger block, so it is clamped there (the graph arm's arrays never grow with it).
+            block = min(KV4_DECODE_BLOCK if block is None else block, SUB * n)
             _check_fits(arm, q.shape[1] // kvh)
         if arm == "graph":
             return _graph_call(q, keys, values, scale, block, body)

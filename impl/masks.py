@@ -25,10 +25,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import mlx.core as mx
+import numpy as np
 
 from impl.checks import check_int
 
 
+def _bool_like(values) -> bool:
+    """A sequence (or NumPy array) of bools, empty included: what ``bidir`` may be besides a bool mx.array."""
+    if isinstance(values, np.ndarray):
+        return values.dtype == np.bool_ or values.size == 0
+    return (isinstance(values, Sequence) and not isinstance(values, (str, bytes))
+            and all(isinstance(v, (bool, np.bool_)) for v in values))
 
 
 def _check_window(window) -> int | None:
@@ -37,8 +44,8 @@ def _check_window(window) -> int | None:
 
 def create_causal_mask(N: int, offset: int = 0, window: int | None = None) -> mx.array:
     """bool [N, offset + N]: causal from absolute position ``offset``, optionally windowed."""
-    check_int("N", N, minimum=0)
-    check_int("offset", offset, minimum=0)
+    N = check_int("N", N, minimum=0)  # as Python ints: mx.arange refuses NumPy integers
+    offset = check_int("offset", offset, minimum=0)
     window = _check_window(window)
     keys = mx.arange(offset + N)[None, :]
     queries = mx.arange(offset, offset + N)[:, None]
@@ -50,21 +57,27 @@ def create_causal_mask(N: int, offset: int = 0, window: int | None = None) -> mx
 
 def bidirectional_mask(L: int, window: int | None, bidir) -> mx.array:
     """bool [L, L]: causal(+window) OR (bidir[i] AND bidir[j])."""
-    check_int("L", L, minimum=0)
-    bidir = mx.array(bidir) if not isinstance(bidir, mx.array) else bidir
+    L = check_int("L", L, minimum=0)
+    if not isinstance(bidir, mx.array):
+        if isinstance(bidir, (str, bytes)) or not isinstance(bidir, (Sequence, np.ndarray)):
+            raise TypeError(f"bidir must be a bool mx.array or a sequence of bools, got {type(bidir).__name__}")
+        try:
+            bidir = mx.array(np.asarray(bidir, dtype=np.bool_) if _bool_like(bidir) else bidir)
+        except (TypeError, ValueError) as error:  # ragged nesting, entries MLX cannot hold
+            raise ValueError(f"bidir must be a bool array of shape ({L},): {error}") from None
     if bidir.shape != (L,):
         raise ValueError(f"bidir must have shape ({L},), got {tuple(bidir.shape)}")
-    if bidir.dtype != mx.bool_:
+    if bidir.dtype != mx.bool_ and not (L == 0 and bidir.size == 0):  # mx.array([]) is float32
         raise ValueError(f"bidir must be a bool array, got {bidir.dtype}")
     return create_causal_mask(L, 0, window) | (bidir[:, None] & bidir[None, :])
 
 
 def batched_decode_mask(batch: int, tokens: int, total: int, left_pad, window: int | None) -> mx.array:
     """bool [batch, 1, tokens, total]: causal at offset total - tokens, row b blind to keys < left_pad[b]."""
-    check_int("batch", batch, minimum=0)
-    check_int("tokens", tokens, minimum=0)
-    check_int("total", total, minimum=tokens)
-    pads = left_pad.tolist() if isinstance(left_pad, mx.array) else left_pad
+    batch = check_int("batch", batch, minimum=0)  # as Python ints: mx.arange / reshape refuse NumPy integers
+    tokens = check_int("tokens", tokens, minimum=0)
+    total = check_int("total", total, minimum=tokens)
+    pads = left_pad.tolist() if isinstance(left_pad, (mx.array, np.ndarray)) else left_pad
     if isinstance(pads, (str, bytes)) or not isinstance(pads, Sequence) or len(pads) != batch:
         raise ValueError(f"left_pad must hold {batch} ints, got {left_pad!r}")
     for pad in pads:
@@ -77,8 +90,8 @@ def batched_decode_mask(batch: int, tokens: int, total: int, left_pad, window: i
 
 def cache_mask(tokens: int, offset: int, window: int | None = None):
     """The cache mask policy: None | "causal" | bool [tokens, offset + tokens] (see the module docstring)."""
-    check_int("tokens", tokens, minimum=1)
-    check_int("offset", offset, minimum=0)
+    tokens = check_int("tokens", tokens, minimum=1)
+    offset = check_int("offset", offset, minimum=0)
     window = _check_window(window)
     if window is not None and offset + tokens > window:
         return create_causal_mask(tokens, offset, window)

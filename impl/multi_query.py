@@ -299,7 +299,7 @@ import mlx.core as mx
 import numpy as np
 
 from impl.arms import resolve_arm
-from impl.checks import check_scale
+from impl.checks import check_int, check_scale
 from impl.kernels import MAX_DYNAMIC_SHARED_BYTES, TRACES_KEPT, KernelSpec, Launch, input_signature
 from impl.recent_calls import RecentCalls, array_key, scalar_key
 
@@ -920,6 +920,8 @@ def default_splits(n: int, kv_heads: int) -> int:
     ceil(n / 256) up to the point where the grid reaches TARGET_THREADGROUPS (at 32/8/N32k: 32 splits of 1024
     keys instead of the seed's 128 of 256).
     """
+    n = check_int("n", n, minimum=0)
+    kv_heads = check_int("kv_heads", kv_heads, minimum=1)
     return max(1, min(MAX_SPLITS, -(-n // SPLIT_KEYS), -(-TARGET_THREADGROUPS // kv_heads)))
 
 
@@ -1017,6 +1019,8 @@ def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
     if tuple(values.shape) != tuple(keys.shape):
         raise ValueError(f"values must have the keys' shape {list(keys.shape)} (same heads, positions and head dim), "
                          f"got {list(values.shape)}")
+    if h < 1:
+        raise ValueError(f"q has H={h} heads: it needs at least one")
     if kvh < 1 or h % kvh:
         raise ValueError(f"q has H={h} heads, not a multiple of the keys' KVH={kvh}")
     if (h // kvh) * L > MAX_VECTORS:

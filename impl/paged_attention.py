@@ -569,13 +569,22 @@ def _check_plane(name: str, array, shape: tuple[int, ...], dtype: mx.Dtype) -> m
     return array
 
 
+_STORAGE_FIELDS = ("keys", "values", "block_size", "head_dim", "v_head_dim", "dtype", "quantization")
+
+
 def _validate(q, storage, block_table, length, scale, *, direct: bool):
-    """Checks everything a launch depends on; returns (BlockTable, scale float, planes)."""
+    """Checks everything a launch depends on; returns (BlockTable, scale float, planes, length int)."""
     if not isinstance(q, mx.array):
         raise TypeError(f"q must be an mx.array, got {type(q).__name__}")
     if q.ndim != 4 or q.shape[0] != 1:
         raise ValueError(f"q must have shape [1, Hq, n, Dk], got {list(q.shape)}")
     _, hq, n, dk = q.shape
+    if hq < 1:
+        raise ValueError(f"q must have at least one head, got shape {list(q.shape)}")
+    missing = [field for field in _STORAGE_FIELDS if not hasattr(storage, field)]
+    if missing:
+        raise TypeError(f"storage must be a PagedStorage (a BlockPool, one of its views, or planes in a dataclass); "
+                        f"{type(storage).__name__} has no {', '.join(missing)}")
     if direct and n > DIRECT_MAX_QUERIES:
         raise ValueError(f"q has n={n} query rows; the direct kernel takes at most {DIRECT_MAX_QUERIES}: "
                          "use paged_attention_gather (the gather + SDPA control) for longer prefills")
@@ -583,7 +592,7 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
         raise ValueError("q must have at least one query row")
     scale = check_scale(scale)
     dtype = storage.dtype
-    if dtype not in PAGED_DTYPES:
+    if not isinstance(dtype, mx.Dtype) or dtype not in PAGED_DTYPES:
         raise ValueError(f"storage.dtype must be one of {PAGED_DTYPES}, got {dtype}")
     if q.dtype != dtype:
         raise ValueError(f"q has dtype {q.dtype} but the pool's dtype (storage.dtype) is {dtype}")
@@ -606,9 +615,10 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
     else:
         bits = getattr(quant, "bits", None)
         group = getattr(quant, "group_size", None)
-        if bits not in QUANTIZED_BITS:
+        if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or bits not in QUANTIZED_BITS:
             raise ValueError(f"storage.quantization.bits must be one of {QUANTIZED_BITS}, got {bits!r}")
-        check_int("storage.quantization.group_size", group, minimum=1)
+        bits = int(bits)
+        group = check_int("storage.quantization.group_size", group, minimum=1)
         if group % (32 // bits):  # a packed word's dims must share one scale group
             raise ValueError(f"storage.quantization.group_size={group} must be a multiple of the "
                              f"{32 // bits} values a {bits}-bit word packs")
@@ -635,7 +645,7 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
                          f"of block_size {block_size}")
     if direct and length >= DIRECT_MAX_LENGTH:
         raise ValueError(f"length={length} must be below 2**24 for the direct kernel")
-    return table, float(scale), planes
+    return table, float(scale), planes, length
 
 
 # Device geometries of recent calls (tables: ``impl.block_table.freeze``). A fresh mx.array from host
@@ -682,6 +692,10 @@ def partition_size(length: int, threadgroups_per_partition: int, quantized: bool
     (``QUANTIZED_TARGET_THREADGROUPS`` for affine pools), each a whole number of ``PARTITION_QUANTUM``
     tokens (short sequences: one quantum, as the seed's 64); an affine pool's partition is at least
     ``QUANTIZED_MIN_PARTITION`` tokens, or the whole sequence (rounded up to the quantum) when shorter."""
+    length = check_int("length", length, minimum=0)
+    threadgroups_per_partition = check_int("threadgroups_per_partition", threadgroups_per_partition, minimum=1)
+    if not isinstance(quantized, bool):
+        raise TypeError(f"quantized must be a bool, got {type(quantized).__name__}")
     target = QUANTIZED_TARGET_THREADGROUPS if quantized else TARGET_THREADGROUPS
     wanted = max(1, target // threadgroups_per_partition)
     quanta = max(1, -(-length // (wanted * PARTITION_QUANTUM)))
@@ -699,8 +713,11 @@ def partition_span(q: mx.array, storage: PagedStorage, length: int, partition: i
 
 
 def _span_of(hq: int, n: int, hk: int, dv: int, length: int, partition: int | None, quantized: bool) -> int:
+    # A partition of ``length`` tokens or more is the one partition holding every token: every arm computes
+    # the same numbers with it as with ``length``, so it is clamped there (the graph arm's arrays and the
+    # kernels' geometry then never grow with a huge ``partition``).
     if partition is not None:
-        return partition
+        return min(partition, max(length, 1))
     return partition_size(length, hk * -(-(hq // hk) * n // rows_per_threadgroup(hq, hk, n, dv)), quantized)
 
 
@@ -907,6 +924,7 @@ def paged_attention(q: mx.array, storage: PagedStorage, block_table, length: int
 
     ``partition``: tokens per partition; None chooses it from the length and the heads
     (``partition_size``). It partitions the softmax, so it is part of the numbers (rounding only).
+    A partition of ``length`` tokens or more is the one partition, and is run as ``length``.
     """
     # A compiled arm's call whose arguments were validated before goes straight to its compiled pair
     # (impl.recent_calls: the checks cost the H200's host about a tenth of the call). A frozen BlockTable is
@@ -916,7 +934,7 @@ def paged_attention(q: mx.array, storage: PagedStorage, block_table, length: int
                                         scalar_key(partition)))
     if plan is None:
         arm = resolve_arm(arm)
-        table, scale, planes = _validate(q, storage, block_table, length, scale, direct=True)
+        table, scale, planes, length = _validate(q, storage, block_table, length, scale, direct=True)
         partition = check_partition(partition)
         if arm == "graph":
             return graph_attention(q, storage, table.device, length, scale,
@@ -1102,7 +1120,7 @@ def paged_attention_gather(q: mx.array, storage: PagedStorage, block_table, leng
     (None, ``"causal"`` for bottom-right causal, or an array). Quantized pools
     go through ``mx.dequantize`` (affine), whose output dtype is the scales'.
     """
-    table, scale, _ = _validate(q, storage, block_table, length, scale, direct=False)
+    table, scale, _, length = _validate(q, storage, block_table, length, scale, direct=False)
     table = table.device[:-(-length // storage.block_size)]  # the live blocks
     k, v = _gather(storage.keys, table, length), _gather(storage.values, table, length)
     quant = storage.quantization

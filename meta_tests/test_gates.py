@@ -103,6 +103,16 @@ def test_thresholds_must_state_a_derivation(recorded):
         gate.max_ulp(x, x, ulps=1, why="")
     with pytest.raises(ValueError, match="limit"):
         gate.nmse(x, x, limit=float("nan"), why="x")
+    with pytest.raises(ValueError, match="ulps must be a real number"):
+        gate.max_ulp(x, x, ulps=True, why="x")
+    for threshold in (np.int64(2), np.float32(2.0)):  # NumPy numbers are numbers
+        assert gate.max_ulp(x, x, ulps=threshold, why="x")["passed"]
+
+
+def test_kl_gate_fails_a_reference_that_is_no_distribution(recorded):
+    gate, _ = recorded
+    _failing(lambda: gate.kl(np.array([[np.nan, 1.0, 2.0]]), np.array([[5.0, -3.0, 0.0]]), limit=1e9,
+                             why="a NaN reference row has no KL"))
 
 
 # --- nmse ------------------------------------------------------------------------

@@ -86,3 +86,66 @@ def test_canonical_nan_unifies_nans_and_keeps_every_other_byte(dtype):
     assert (out.view(bits)[:5] == x.view(bits)[:5]).all()
     from_mlx = metrics.canonical_nan(mx.array(x.astype(np.float32)).astype(getattr(mx, dtype)))
     assert from_mlx.dtype == t and (from_mlx.view(bits) == out.view(bits)).all()
+
+
+
+# --- rounding before comparing -------------------------------------------------------
+
+
+def test_ulp_distance_rounds_a_float64_reference_once():
+    # 1 + 2**-8 + 2**-30 is nearer 1 + 2**-7 than 1 in bfloat16; ml_dtypes' cast (via float32) rounds it to 1.
+    ref = np.array([1 + 2**-8 + 2**-30])
+    assert metrics.ulp_distance(np.array([1 + 2**-7], ml_dtypes.bfloat16), ref, "bfloat16").tolist() == [0.0]
+    assert metrics.ulp_distance(np.array([1.0], ml_dtypes.bfloat16), ref, "bfloat16").tolist() == [1.0]
+    assert metrics.round_once(ref, "bfloat16").astype(np.float64).tolist() == [1 + 2**-7]
+
+
+def test_non_finite_classes_are_read_after_rounding():
+    # 1e6 is +inf in float16: it equals an infinite reference and is infinitely far from the largest finite one.
+    actual = np.array([1e6], np.float32)
+    assert metrics.ulp_distance(actual, np.array([np.inf]), "float16").tolist() == [0.0]
+    assert metrics.ulp_distance(actual, np.array([65504.0]), "float16").tolist() == [np.inf]
+
+
+@pytest.mark.parametrize("dtype", sorted(NP_DTYPES))
+def test_ulp_distance_of_scalars_is_a_scalar(dtype):
+    one = NP_DTYPES[dtype](1)
+    assert metrics.ulp_distance(one, one, dtype).shape == ()
+    assert metrics.max_ulp(one, one, dtype)[0] == 0.0
+    step = metrics.dtype_spacing(1.0, dtype)
+    assert metrics.ulp_distance(np.float64(1 + step), np.float64(1), dtype) == 1.0
+
+
+@pytest.mark.parametrize("ref", [[np.nan, 1.0, 2.0], [np.inf, 1.0, 2.0], [-np.inf] * 3], ids=["nan", "inf", "no_mass"])
+def test_kl_of_a_reference_that_is_no_distribution_is_nan(ref):
+    got = metrics.kl_divergence(np.array([ref]), np.array([[5.0, -3.0, 0.0]]))
+    assert np.isnan(got).all()
+
+
+def test_kl_keeps_masked_vocabulary_entries():
+    # a -inf reference logit is a token with no mass: a distribution still, and its KL a number
+    ref = np.array([[-np.inf, 0.0, 1.0]])
+    assert metrics.kl_divergence(ref, ref)[0] == 0.0
+    p = np.array([1.0, np.e]) / (1.0 + np.e)  # softmax over the two live entries
+    q = np.exp(np.array([0.0, 1.0])) / (np.exp(-5.0) + 1.0 + np.e)
+    expected = float(np.sum(p * np.log(p / q)))
+    assert metrics.kl_divergence(ref, np.array([[-5.0, 0.0, 1.0]]))[0] == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype, name", [
+    (np.float16, "float16"), (ml_dtypes.bfloat16, "bfloat16"), (np.dtype(np.float32), "float32"),
+    (mx.bfloat16, "bfloat16"), ("float16", "float16"),
+])
+def test_dtype_name_reads_every_dtype_spelling(dtype, name):
+    assert metrics.dtype_name(dtype) == name
+
+
+def test_a_torch_bfloat16_tensor_keeps_its_bits():
+    torch = pytest.importorskip("torch", reason="torch is a dependency of the reference oracles")
+    x = torch.tensor([1.0, -2.5, 3.140625], dtype=torch.bfloat16)
+    got = metrics.to_numpy(x)
+    assert got.dtype == ml_dtypes.bfloat16 and got.astype(np.float64).tolist() == [1.0, -2.5, 3.140625]
+
+
+def test_noise_floor_of_a_reference_beyond_the_dtype_is_the_last_finite_spacing():
+    assert metrics.rounding_noise_floor(np.array([70000.0]), "float16") == 32.0  # the gap below 65504

@@ -238,7 +238,9 @@ def _scalar(value) -> float | int:
 
 
 def _require_threshold(name: str, value: float, why: str) -> None:
-    if not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a real number (a non-negative finite threshold), got {type(value).__name__}")
+    if not np.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a non-negative finite threshold, got {value!r}")
     if not why or not why.strip():
         raise ValueError("why must state the threshold's derivation (dtype epsilon, length, measured noise floor)")

@@ -11,9 +11,11 @@ it mutates.
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 from impl.kv import BlockPool, KVCache, PagedKVCache, PagedKvRows, PoolExhausted, Quantization
+from impl.kv.view import PagedAttentionView
 from properties.strategies.kv import KvSpec, host_bytes, random_kv
 
 SPEC = KvSpec(2, 32, 32, "float16")
@@ -118,6 +120,17 @@ CASES = [
     ("double free", pool, lambda p: p.free(1), ValueError, "already free"),
     ("grow not int", pool, lambda p: p.grow(4.5), TypeError, "blocks"),
     ("gather out of range", pool, lambda p: p.gather([0, 3]), ValueError, "table"),
+    # 2**32 as int64 would become block 0 in an int32 cast: refused before the cast
+    ("gather int64 past int32", pool, lambda p: p.gather(mx.array([2**32], dtype=mx.int64)), ValueError, "table"),
+    ("gather int past int32", pool, lambda p: p.gather([2**32]), ValueError, "table entry"),
+    # a view is a reader: it must refuse a table or length that would read outside its pool
+    ("view table outside the pool", pool, lambda p: PagedAttentionView.of(p, [0, 5], 4, False), ValueError, "table"),
+    ("view array table outside", pool, lambda p: PagedAttentionView.of(p, mx.array([3]), 4, False), ValueError,
+     "table"),
+    ("view length past the table", pool, lambda p: PagedAttentionView.of(p, [0], 5, False), ValueError, "length"),
+    ("view length negative", pool, lambda p: PagedAttentionView.of(p, [0], -1, False), ValueError, "length"),
+    ("view length float", pool, lambda p: PagedAttentionView.of(p, [0], 2.5, False), TypeError, "length"),
+    ("view direct not bool", pool, lambda p: PagedAttentionView.of(p, [0], 2, "no"), TypeError, "direct"),
     ("restore wrong count", pool, lambda p: p.restore_arrays(p.arrays()[:1], [0]), ValueError, "arrays"),
     ("restore wrong shape", pool, lambda p: p.restore_arrays([p.keys[:2], p.values], [0]), ValueError, "arrays"),
     ("restore repeated", pool, lambda p: p.restore_arrays(p.arrays(), [0, 0]), ValueError, "occupied"),
@@ -151,6 +164,7 @@ CONSTRUCTORS = [
     ("quantization type", lambda: PagedKVCache(8, 4, quantization=(4, 32)), TypeError, "quantization"),
     ("direct type", lambda: PagedKVCache(8, 4, direct="yes"), TypeError, "direct"),
     ("pool dtype", lambda: BlockPool(2, 4, 1, 32, dtype=mx.int32), ValueError, "dtype"),
+    ("pool dtype None", lambda: BlockPool(2, 4, 1, 32, dtype=None), ValueError, "dtype"),
     ("max_blocks below capacity", lambda: PagedKVCache(64, 4, max_blocks=8), ValueError, "max_blocks"),
 ]
 
@@ -179,3 +193,78 @@ def test_attend_refuses_bad_queries_and_masks(q_shape, mask, error, name):
     view = paged().view()
     with pytest.raises(error, match=name):
         view.attend(mx.zeros(q_shape, mx.float16), 0.1, mask)
+
+
+# Both attend paths (control: gather + SDPA; direct: the kernel) take the same arguments and refuse the same ones.
+ATTEND_CASES = [
+    ("scale None", dict(scale=None), TypeError, "scale"),
+    ("scale nan", dict(scale=float("nan")), ValueError, "scale"),
+    ("scale bool", dict(scale=True), TypeError, "scale"),
+    ("arm type", dict(arm=123), TypeError, "arm"),
+    ("arm name", dict(arm="vulkan"), ValueError, "arm"),
+    ("q int", dict(q=mx.zeros((1, 4, 1, 32), mx.int32)), ValueError, "dtype"),
+    ("q float32", dict(q=mx.zeros((1, 4, 1, 32), mx.float32)), ValueError, "dtype"),
+    ("mask keys", dict(q=mx.zeros((1, 4, 2, 32), mx.float16), mask=mx.ones((2, 5), dtype=mx.bool_)), ValueError,
+     "mask"),
+    ("mask rows", dict(mask=mx.ones((1, 1, 4, 6), dtype=mx.bool_)), ValueError, "mask"),
+    ("mask dtype", dict(mask=mx.ones((1, 6), dtype=mx.int32)), ValueError, "mask"),
+]
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["control", "direct"])
+@pytest.mark.parametrize("change, error, name", [c[1:] for c in ATTEND_CASES], ids=[c[0] for c in ATTEND_CASES])
+def test_attend_refuses_the_same_arguments_on_both_paths(direct, change, error, name):
+    view = paged(direct=direct).view()
+    args = dict(q=mx.zeros((1, 4, 1, 32), mx.float16), scale=0.1, mask=None, arm="graph") | change
+    with pytest.raises(error, match=name):
+        view.attend(args["q"], args["scale"], args["mask"], args["arm"])
+
+
+def test_rows_attend_refuses_a_mask_of_another_batch():
+    view = rows().append_and_fetch(*kv(1, batch=2))
+    with pytest.raises(ValueError, match="mask"):
+        view.attend(mx.zeros((2, 4, 2, 32), mx.float16), 0.1, mx.ones((3, 1, 2, 7), dtype=mx.bool_))
+
+
+NUMPY_INTS = [np.int64, np.int32, np.uint16]
+
+
+@pytest.mark.parametrize("kind", NUMPY_INTS)
+def test_numpy_integers_are_stored_as_python_ints(kind):
+    # check_int takes NumPy integers; a mutator that kept one would hand it to mx.array([...], dtype=mx.int32)
+    # at a later write, which refuses it: after the table had grown (state changed by a failed call).
+    cache = PagedKVCache(kind(8), kind(BLOCK), max_blocks=kind(16))
+    cache.append(*kv(6))
+    assert cache.trim(kind(2)) == 2
+    cache.append(*kv(3))
+    assert type(cache.offset) is int and cache.offset == 7
+    assert len(cache.block_table) == -(-cache.offset // BLOCK)
+    p = pool()
+    block = p.alloc()
+    p.free(kind(block))
+    block = p.alloc()
+    assert type(block) is int
+    p.write_block(kind(block), *kv(1), kind(1))
+    p.grow(kind(5))
+    assert p.num_blocks == 5 and all(type(b) is int for b in p.free_list)
+    batch = rows()
+    batch.trim(kind(1))
+    assert batch.rope_offsets.tolist() == [5, 2]
+    d = dense()
+    d.trim(kind(1))
+    d.update_and_fetch(*kv(300))
+    assert type(d.offset) is int and d.offset == 304
+
+
+def test_a_row_that_never_had_an_append_is_all_padding():
+    batch = PagedKvRows(8, BLOCK)
+    batch.merge_rows([paged(SPEC, 3), PagedKVCache(8, BLOCK)])
+    keys, values = batch.fetch()
+    assert keys.shape == (2, 2, 3, 32) and values.shape == (2, 2, 3, 32)
+    assert batch.left_pad == [0, 3]
+    assert not mx.any(keys[1]).item() and not mx.any(values[1]).item()
+    assert mx.array_equal(keys[0:1], batch.rows[0].fetch()[0]).item()
+    empty = PagedKvRows(8, BLOCK)
+    empty.merge_rows([PagedKVCache(8, BLOCK), PagedKVCache(8, BLOCK)])
+    with pytest.raises(ValueError, match="empty"):
+        empty.fetch()

@@ -66,7 +66,34 @@ BAD_CALLS = [
     (lambda: masks.batched_decode_mask(2, 1, 4, [0, 4], None), ValueError, "left_pad"),
     (lambda: masks.batched_decode_mask(1, 5, 4, [0], None), ValueError, "total"),
     (lambda: masks.cache_mask(0, 0), ValueError, "tokens"),
+    (lambda: masks.bidirectional_mask(2, None, None), TypeError, "bidir"),
+    (lambda: masks.bidirectional_mask(2, None, "ab"), TypeError, "bidir"),
+    (lambda: masks.bidirectional_mask(2, None, [[True], [False, True]]), ValueError, "bidir"),
+    (lambda: masks.bidirectional_mask(2, None, [1, 0]), ValueError, "bidir"),
 ]
+
+
+# NumPy integers are integers (check_int takes them): each function must hand MLX the Python int it checked.
+NUMPY_CALLS = [
+    (lambda i: masks.create_causal_mask(i(3), i(2), i(2)), lambda: masks.create_causal_mask(3, 2, 2)),
+    (lambda i: masks.bidirectional_mask(i(2), None, [True, False]), lambda: masks.bidirectional_mask(2, None, [True, False])),
+    (lambda i: masks.bidirectional_mask(2, None, np.array([True, False])),
+     lambda: masks.bidirectional_mask(2, None, mx.array([True, False]))),
+    (lambda i: masks.batched_decode_mask(i(2), i(1), i(3), np.array([0, 1]), i(2)),
+     lambda: masks.batched_decode_mask(2, 1, 3, [0, 1], 2)),
+    (lambda i: masks.cache_mask(i(2), i(3), i(2)), lambda: masks.cache_mask(2, 3, 2)),
+]
+
+
+@pytest.mark.parametrize("kind", [np.int64, np.int32, np.uint8])
+@pytest.mark.parametrize("call, plain", NUMPY_CALLS, ids=[str(i) for i in range(len(NUMPY_CALLS))])
+def test_numpy_integers_give_the_python_ints_mask(call, plain, kind):
+    got, expected = call(kind), plain()
+    assert got.dtype == expected.dtype and mx.array_equal(got, expected).item()
+
+
+def test_an_empty_bidir_list_is_an_empty_bool_mask():
+    assert masks.bidirectional_mask(0, None, []).shape == (0, 0)
 
 
 @pytest.mark.parametrize("call, error, name", BAD_CALLS, ids=[f"{i}-{n}" for i, (_, _, n) in enumerate(BAD_CALLS)])

@@ -251,7 +251,7 @@ def test_parts_layout_is_values_then_max_then_sum():
     assert np.isnan(flat[hq * n * count * (dv + 2):]).all()
 
     case = make_case("bfloat16", GEOMETRIES[2])
-    table, scale, planes = paged._validate(case.q_mx, case.storage, case.table, case.length, case.scale, direct=True)
+    table, scale, planes, _ = paged._validate(case.q_mx, case.storage, case.table, case.length, case.scale, direct=True)
     partial = paged.partial_launch(case.q_mx, case.storage, table, case.length, scale, planes)
     (shape,) = partial.output_shapes
     assert partial.spec.output_names == ("parts",) and shape[:2] == (case.q_mx.shape[1], case.q_mx.shape[2])

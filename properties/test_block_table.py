@@ -42,6 +42,19 @@ def test_entries_are_kept_and_padded_with_zeros(entries, kind):
 
 def test_padded_length_is_the_next_power_of_two():
     assert [padded_length(n) for n in (0, 1, 2, 3, 4, 5, 8, 9, 1000)] == [1, 1, 2, 4, 4, 8, 8, 16, 1024]
+    assert padded_length(np.int64(5)) == 8
+
+
+@pytest.mark.parametrize("count, error", [(2.5, TypeError), (-5, ValueError), (True, TypeError)])
+def test_padded_length_refuses_what_is_not_a_count(count, error):
+    with pytest.raises(error, match="count"):
+        padded_length(count)
+
+
+def test_unsigned_64_bit_tables_are_integer_tables():
+    assert BlockTable.of(mx.array([3, 1], dtype=mx.uint64)).host.tolist() == [3, 1]
+    with pytest.raises(ValueError, match="int32"):
+        BlockTable.of(mx.array([2**32 + 1], dtype=mx.uint64))
 
 
 def test_is_a_read_only_copy():
@@ -61,6 +74,7 @@ def test_is_a_read_only_copy():
     (np.zeros((2, 2), np.int32), ValueError, "1-D"),
     (mx.array([1.0, 2.0]), ValueError, "integers"),
     (np.array([2**31], np.int64), ValueError, "int32"),
+    ([[1], [2, 3]], ValueError, "block_table must be a flat sequence"),
 ])
 def test_bad_input_names_the_argument(entries, error, words):
     with pytest.raises(error, match=words):

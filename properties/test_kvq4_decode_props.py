@@ -27,7 +27,7 @@ import mlx.core as mx
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from impl.kvq4_decode import (BODIES, THREADGROUP_MEMORY, QuantizedKV, default_body, kvq4_decode,
+from impl.kvq4_decode import (BODIES, SUB, THREADGROUP_MEMORY, QuantizedKV, default_body, kvq4_decode,
                               kvq4_decode_eligible, max_gqa_factor, threadgroup_bytes)
 from properties.strategies.decode import build_kvq4_case, decode_error_floor, kvq4_cases, kvq4_oracles
 
@@ -181,6 +181,12 @@ BAD_INPUTS = {
     "arm": (lambda c: dict(arm="vulkan"), ValueError, "arm must be one of"),
     "body": (lambda c: dict(body="fast"), ValueError, "body must be None or one of"),
     "body_type": (lambda c: dict(body=3), ValueError, "body must be None or one of"),
+    "no_heads": (lambda c: dict(q=mx.zeros((1, 0, 1, 256), mx.bfloat16)), ValueError, "H=0"),
+    "no_kv_heads": (lambda c: dict(keys=QuantizedKV(*(p[:, :0] for p in c.keys[:3])),
+                                   values=QuantizedKV(*(p[:, :0] for p in c.values[:3]))), ValueError, "KVH = 0"),
+    "bits_float": (lambda c: dict(keys=replace(c.keys, bits=4.0)), ValueError, "keys.bits must be 4"),
+    "group_float": (lambda c: dict(values=replace(c.values, group_size=64.0)), ValueError,
+                    "values.group_size must be 64"),
 }
 
 
@@ -192,6 +198,20 @@ def test_bad_input_raises_naming_the_argument(what):
                 arm="graph") | change(case)
     with pytest.raises(error, match=message):
         kvq4_decode(args.pop("q"), args.pop("keys"), args.pop("values"), **args)
+
+
+@pytest.mark.parametrize("body", BODIES)
+def test_a_block_past_what_changes_the_numbers_is_clamped(body):
+    # direct: a block of >= N tokens is one partition; seed: a block of >= SUB * N tokens puts every token in the
+    # first sub-chunk. Larger blocks compute the same numbers, so the call clamps them (a huge block once
+    # allocated in proportion to it in the graph arm, or overflowed its int32 token index).
+    case = small_case()
+    n = case.keys.packed.shape[2]
+    same = n if body == "direct" else SUB * n
+    one = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=same, body=body, arm="graph")
+    for block in (same + 1, 10**9, 2**31):
+        out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=block, body=body, arm="graph")
+        assert mx.array_equal(out, one).item(), block
 
 
 def test_plain_tuples_are_accepted():

@@ -141,6 +141,7 @@ BAD_INPUTS = {
     "scale_inf": (lambda c: dict(scale=float("inf")), ValueError, "scale must be finite"),
     "scale_bool": (lambda c: dict(scale=True), TypeError, "scale must be a real number"),
     "arm": (lambda c: dict(arm="vulkan"), ValueError, "arm must be one of"),
+    "no_heads": (lambda c: dict(q=mx.zeros((1, 0, 2, 64), mx.bfloat16)), ValueError, "H=0"),
 }
 
 
@@ -151,3 +152,14 @@ def test_bad_input_raises_naming_the_argument(what):
     args = dict(q=case.q_mx, k=case.k_mx, v=case.v_mx, scale=case.scale, arm="graph") | change(case)
     with pytest.raises(error, match=message):
         multi_query_causal(args.pop("q"), args.pop("k"), args.pop("v"), **args)
+
+
+@pytest.mark.parametrize("args, error, name", [
+    ((100, 0), ValueError, "kv_heads"),
+    ((True, 1), TypeError, "n"),
+    ((-1, 8), ValueError, "n"),
+    ((100, 2.0), TypeError, "kv_heads"),
+])
+def test_default_splits_refuses_bad_arguments_by_name(args, error, name):
+    with pytest.raises(error, match=name):
+        default_splits(*args)

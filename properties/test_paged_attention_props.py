@@ -155,6 +155,8 @@ BAD_INPUTS = {
     "q_batch": (lambda c: dict(q=mx.concatenate([c.q_mx, c.q_mx])), "q must have shape"),
     "head_dim": (lambda c: dict(q=mx.zeros((1, 4, 2, 32), mx.bfloat16)), "head_dim"),
     "partition_zero": (lambda c: dict(partition=0), "partition"),
+    "no_heads": (lambda c: dict(q=mx.zeros((1, 0, 2, 64), mx.bfloat16)), "at least one head"),
+    "table_ragged": (lambda c: dict(table=[c.table[:1], c.table[1:]]), "block_table"),
 }
 
 
@@ -166,6 +168,42 @@ def test_bad_input_raises_naming_the_argument(what):
     with pytest.raises(ValueError, match=message):
         paged_attention(args["q"], case.storage, args["table"], args["length"], scale=args["scale"], arm="graph",
                         partition=args["partition"])
+
+
+def test_storage_without_the_planes_is_refused_by_name():
+    case = small_case()
+    with pytest.raises(TypeError, match="storage must be a PagedStorage"):
+        paged_attention(case.q_mx, None, case.table, case.length, scale=case.scale, arm="graph")
+
+
+def test_a_numpy_length_is_a_length():
+    case = small_case()
+    out = paged_attention(case.q_mx, case.storage, case.table, np.int64(case.length), scale=case.scale, arm="graph")
+    assert mx.array_equal(out, run(case, "graph")).item()
+
+
+def test_a_partition_past_the_length_is_the_one_partition():
+    # Any partition of >= length tokens holds every token: the call clamps it to the length, so a huge one
+    # neither allocates in proportion to it (the graph arm's token axis) nor changes a bit of the answer.
+    case = small_case()
+    one = paged_attention(case.q_mx, case.storage, case.table, case.length, scale=case.scale, arm="graph",
+                          partition=case.length)
+    for partition in (case.length + 1, 10**9, 2**40):
+        out = paged_attention(case.q_mx, case.storage, case.table, case.length, scale=case.scale, arm="graph",
+                              partition=partition)
+        assert mx.array_equal(out, one).item(), partition
+
+
+@pytest.mark.parametrize("args, error, name", [
+    ((100, 0), ValueError, "threadgroups_per_partition"),
+    ((100.5, 1), TypeError, "length"),
+    ((-5, 1), ValueError, "length"),
+    ((True, 1), TypeError, "length"),
+    ((100, 1, 1), TypeError, "quantized"),
+])
+def test_partition_size_refuses_bad_arguments_by_name(args, error, name):
+    with pytest.raises(error, match=name):
+        partition_size(*args)
 
 
 def test_partition_of_the_wrong_kind_raises_type_error():
@@ -181,6 +219,9 @@ def test_quantized_storage_is_validated():
                         case.length, scale=case.scale, arm="graph")
     with pytest.raises(ValueError, match="bits must be one of"):
         paged_attention(case.q_mx, storage_with(case, quantization=sts.PagedQuantization(3, 64)), case.table,
+                        case.length, scale=case.scale, arm="graph")
+    with pytest.raises(ValueError, match="bits must be one of"):  # 4.0 == 4, but bits is a count: an int
+        paged_attention(case.q_mx, storage_with(case, quantization=sts.PagedQuantization(4.0, 64)), case.table,
                         case.length, scale=case.scale, arm="graph")
     # a 4-bit word packs 8 values: a group of 4 would put two scales in one lane's word
     with pytest.raises(ValueError, match="group_size=4 must be a multiple of the 8 values"):

@@ -175,10 +175,12 @@ def _split_mask(mask, shape: tuple[int, int, int, int]) -> tuple[bool, np.ndarra
     m = metrics.to_numpy(mask, name="mask")
     if m.ndim > 4:
         raise ValueError(f"mask must have at most 4 axes (broadcastable to {list(shape)}), got shape {m.shape}")
-    try:
-        np.broadcast_shapes(m.shape, shape)
+    try:  # broadcasts TO the scores' shape: a larger axis (a prefill mask at a decode step) is refused, as MLX does
+        fits = np.broadcast_shapes(m.shape, shape) == tuple(shape)
     except ValueError:
-        raise ValueError(f"mask of shape {m.shape} does not broadcast to [B, Hq, L, N] = {list(shape)}") from None
+        fits = False
+    if not fits:
+        raise ValueError(f"mask of shape {m.shape} does not broadcast to [B, Hq, L, N] = {list(shape)}")
     if m.dtype == np.bool_:
         return False, m, None
     if metrics.dtype_name(m.dtype) not in _FLOAT_DTYPES:

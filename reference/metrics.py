@@ -29,9 +29,13 @@ _BITS = {
 
 
 def dtype_name(dtype) -> str:
-    """Canonical name ('float32', 'float16', 'bfloat16', ...) of an MLX/NumPy dtype."""
-    text = str(dtype)
-    return text.rsplit(".", 1)[-1]
+    """Canonical name ('float32', 'float16', 'bfloat16', ...) of an MLX, NumPy, ml_dtypes or torch dtype, or of a
+    NumPy scalar type (``np.float16``, ``ml_dtypes.bfloat16``)."""
+    if isinstance(dtype, str):
+        return dtype
+    if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
+        return np.dtype(dtype).name
+    return str(dtype).rsplit(".", 1)[-1]  # mlx.core.float16, torch.bfloat16
 
 
 def to_numpy(x, *, name: str = "x") -> np.ndarray:
@@ -47,7 +51,12 @@ def to_numpy(x, *, name: str = "x") -> np.ndarray:
                 return np.array(x.view(mx.uint16)).view(ml_dtypes.bfloat16)
             return np.array(x)
     if hasattr(x, "detach"):  # torch tensor
-        return x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if str(x.dtype) == "torch.bfloat16":  # torch's .numpy() has no bfloat16: through the raw bits
+            import torch
+
+            return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return x.numpy()
     try:
         return np.asarray(x)
     except Exception as exc:  # pragma: no cover - message path
@@ -114,15 +123,41 @@ def max_abs_error(actual, expected) -> tuple[float, Mismatch | None]:
     return float(err.flat[i]), Mismatch(_index(i, a.shape), float(a.flat[i]), float(e.flat[i]))
 
 
+def round_once(x, dtype: str) -> np.ndarray:
+    """``x`` rounded ONCE (to nearest, ties to even) to ``dtype``, as an array of that dtype.
+
+    Every input is widened to float64 first (exact). NumPy rounds float64 to float32 / float16 correctly, but
+    ``ml_dtypes`` converts float64 to bfloat16 through float32, which rounds twice (``1 + 2**-8 + 2**-30`` becomes
+    1 instead of ``1 + 2**-7``). For bfloat16 the float32 step here rounds to odd instead (truncate, then set the
+    last bit if inexact); 24 >= 8 + 2 bits makes the second rounding exact.
+    """
+    if dtype not in _BITS:
+        raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    np_dtype = _BITS[dtype][0]
+    x = np.asarray(to_numpy(x), dtype=np.float64)
+    if dtype != "bfloat16":
+        with np.errstate(over="ignore"):  # beyond the dtype's range is inf, as intended
+            return x.astype(np_dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+        back = f.astype(np.float64)
+        inexact = np.isfinite(x) & (back != x)
+        f = np.where(inexact & (np.abs(back) > np.abs(x)), np.nextafter(f, np.float32(0)), f)
+        bits = f.view(np.uint32) | np.where(inexact, np.uint32(1), np.uint32(0))
+    return bits.view(np.float32).astype(np_dtype)
+
+
 def ordered_bits(x, dtype: str) -> np.ndarray:
-    """Integers whose order and differences follow the floats' (adjacent floats differ by 1).
+    """Integers whose order and differences follow the floats' (adjacent floats differ by 1), after
+    ``round_once(x, dtype)``.
 
     +0 and -0 both map to 0, so they are 0 ULP apart.
     """
     if dtype not in _BITS:
         raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
-    np_dtype, uint, nbits = _BITS[dtype]
-    raw = np.ascontiguousarray(to_numpy(x).astype(np_dtype)).view(uint).astype(np.int64)
+    _, uint, nbits = _BITS[dtype]
+    rounded = round_once(x, dtype)
+    raw = np.ascontiguousarray(rounded).view(uint).astype(np.int64).reshape(rounded.shape)  # (0-d stays 0-d)
     sign = raw >> (nbits - 1)
     magnitude = raw & ((1 << (nbits - 1)) - 1)
     return np.where(sign == 1, -magnitude, magnitude)
@@ -131,17 +166,16 @@ def ordered_bits(x, dtype: str) -> np.ndarray:
 def ulp_distance(actual, expected, dtype: str) -> np.ndarray:
     """Elementwise distance in units in the last place of ``dtype``.
 
-    Both inputs are first rounded to ``dtype``. Positions where the non-finite
-    classes differ count as infinitely far; matching NaN/inf count as 0.
+    Both inputs are first rounded to ``dtype`` (``round_once``), and the non-finite classes are read after that
+    rounding (1e6 is +inf in float16). Positions where the classes differ count as infinitely far; matching
+    NaN / inf count as 0. Any shape, 0-d included.
     """
     a, e = to_numpy(actual, name="actual"), to_numpy(expected, name="expected")
     check_same_shape(a, e, ("actual", "expected"))
-    a64, e64 = a.astype(np.float64), e.astype(np.float64)
-    distance = np.abs(ordered_bits(a, dtype) - ordered_bits(e, dtype)).astype(np.float64)
-    nonfinite = ~finite_both(a64, e64)
+    a64, e64 = round_once(a, dtype).astype(np.float64), round_once(e, dtype).astype(np.float64)
+    distance = np.abs(ordered_bits(a64, dtype) - ordered_bits(e64, dtype)).astype(np.float64)
     same_class = (np.isnan(a64) & np.isnan(e64)) | (np.isinf(a64) & (a64 == e64))
-    distance[nonfinite] = np.where(same_class[nonfinite], 0.0, np.inf)
-    return distance
+    return np.where(finite_both(a64, e64), distance, np.where(same_class, 0.0, np.inf))
 
 
 def max_ulp(actual, expected, dtype: str) -> tuple[float, Mismatch | None]:
@@ -172,16 +206,18 @@ def kl_divergence(ref_logits, test_logits, *, axis: int = -1) -> np.ndarray:
     """KL(p_ref || p_test) per row, from logits, in float64 (scipy's log_softmax).
 
     Rows whose reference distribution puts mass where the test one has none
-    give inf. Shapes must match.
+    give inf. A row that is not a distribution (a NaN or +inf logit on either side, or every reference
+    logit -inf) gives NaN, never 0: ``parity.gates.Gate.kl`` fails it. Shapes must match.
     """
     p, q = as_f64(ref_logits, name="ref_logits"), as_f64(test_logits, name="test_logits")
     check_same_shape(p, q, ("ref_logits", "test_logits"))
     if p.ndim == 0:
         raise ValueError("ref_logits must have at least one axis (the vocabulary)")
-    log_p = log_softmax(p, axis=axis)
-    log_q = log_softmax(q, axis=axis)
-    p_prob = np.exp(log_p)
-    terms = np.where(p_prob > 0, p_prob * (log_p - log_q), 0.0)
+    with np.errstate(invalid="ignore"):  # a NaN / inf row: its NaN is the answer (docstring)
+        log_p = log_softmax(p, axis=axis)
+        log_q = log_softmax(q, axis=axis)
+        p_prob = np.exp(log_p)
+        terms = np.where(p_prob > 0, p_prob * (log_p - log_q), np.where(np.isnan(p_prob), np.nan, 0.0))
     return np.sum(terms, axis=axis)
 
 
@@ -215,6 +251,8 @@ def rounding_noise_floor(expected, dtype: str) -> float:
     e = as_f64(expected, name="expected")
     finite = e[np.isfinite(e)]
     peak = float(np.max(np.abs(finite))) if finite.size else 0.0
+    if dtype in _BITS:  # a reference beyond the dtype's range: the spacing at its largest finite value
+        peak = min(peak, float(ml_dtypes.finfo(_BITS[dtype][0]).max))
     return dtype_spacing(peak, dtype)
 
 

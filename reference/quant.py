@@ -104,11 +104,13 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat1
 EPS = np.float32(1e-7)
 
 
-def _check_bits_group(group_size, bits) -> None:
-    _check_bits(bits)
+def _check_bits_group(group_size, bits) -> tuple[int, int]:
+    """(group_size, bits) as Python ints (a NumPy uint8 4 would overflow ``columns * bits``)."""
+    bits = _check_bits(bits)
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) \
             or int(group_size) not in GROUP_SIZES:
         raise ValueError(f"group_size must be one of {GROUP_SIZES}, got {group_size!r}")
+    return int(group_size), bits
 
 
 def _check_float(x: np.ndarray, name: str) -> None:
@@ -124,18 +126,20 @@ def packed_width(columns: int, bits: int) -> int:
     return columns * bits // 32
 
 
-def _check_bits(bits) -> None:
+def _check_bits(bits) -> int:
     if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or int(bits) not in BITS:
         raise ValueError(f"bits must be one of {BITS}, got {bits!r}")
+    return int(bits)
 
 
 def pack(codes: np.ndarray, bits: int) -> np.ndarray:
     """Pack integer codes ``[..., D]`` (each < 2**bits) into uint32 ``[..., D*bits/32]``
     as a little-endian bit stream per row."""
-    _check_bits(bits)
+    bits = _check_bits(bits)
     codes = np.asarray(codes)
     if codes.ndim < 1 or not np.issubdtype(codes.dtype, np.integer):
         raise ValueError(f"codes must be an integer array with at least one axis, got {codes.dtype} {codes.shape}")
+    width = packed_width(codes.shape[-1], bits)  # refuses a row that does not fill whole words
     if codes.size and (codes.min() < 0 or codes.max() >= 1 << bits):
         raise ValueError(f"codes must lie in [0, {(1 << bits) - 1}] for {bits} bits")
     codes = codes.astype(np.uint8)
@@ -143,12 +147,12 @@ def pack(codes: np.ndarray, bits: int) -> np.ndarray:
     # bit k of code j -> stream bit j*bits + k
     stream = np.unpackbits(codes[..., None], axis=-1, count=bits, bitorder="little")
     packed = np.packbits(stream.reshape(lead + (columns * bits,)), axis=-1, bitorder="little")
-    return np.ascontiguousarray(packed).view("<u4").astype(np.uint32).reshape(lead + (packed_width(columns, bits),))
+    return np.ascontiguousarray(packed).view("<u4").astype(np.uint32).reshape(lead + (width,))
 
 
 def unpack(packed: np.ndarray, bits: int) -> np.ndarray:
     """The integer codes (uint32 ``[..., W*32/bits]``) held in ``packed`` uint32 ``[..., W]``."""
-    _check_bits(bits)
+    bits = _check_bits(bits)
     packed = np.asarray(packed)
     if packed.dtype != np.uint32 or packed.ndim < 1:
         raise ValueError(f"packed must be a uint32 array with at least one axis, got {packed.dtype} {packed.shape}")
@@ -225,7 +229,7 @@ def _to_code(x: np.ndarray) -> np.ndarray:
 
 def quantize(w, *, group_size: int, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Affine-quantize ``w`` along its last axis; see the module docstring."""
-    _check_bits_group(group_size, bits)
+    group_size, bits = _check_bits_group(group_size, bits)
     if not isinstance(w, np.ndarray):
         raise ValueError(f"w must be a NumPy array, got {type(w).__name__}")
     _check_float(w, "w")
@@ -262,7 +266,7 @@ def quantize(w, *, group_size: int, bits: int) -> tuple[np.ndarray, np.ndarray, 
 
 def dequantize(packed, scales, biases, *, group_size: int, bits: int, dtype=None) -> np.ndarray:
     """``scales * code + biases`` per group, as MLX's CPU dequantize computes it."""
-    _check_bits_group(group_size, bits)
+    group_size, bits = _check_bits_group(group_size, bits)
     for name, x in (("packed", packed), ("scales", scales), ("biases", biases)):
         if not isinstance(x, np.ndarray):
             raise ValueError(f"{name} must be a NumPy array, got {type(x).__name__}")

@@ -68,26 +68,10 @@ def _score_dtype(dtype) -> np.dtype:
 
 
 def round_to(x, dtype) -> np.ndarray:
-    """float64 ``x`` rounded ONCE (to nearest, ties to even) to ``dtype``, returned as float64.
-
-    NumPy rounds float64 to float32 / float16 correctly, but ``ml_dtypes``
-    converts float64 to bfloat16 through float32, which rounds twice (e.g.
-    ``1 + 2**-8 + 2**-30`` becomes 1 instead of ``1 + 2**-7``). For bfloat16 the
-    float32 step here rounds to odd instead (truncate, then set the last bit
-    if inexact); 24 >= 8 + 2 bits makes the second rounding exact.
-    """
+    """float64 ``x`` rounded ONCE (to nearest, ties to even) to ``dtype``, returned as float64
+    (``metrics.round_once``, which says why ``ml_dtypes``' own bfloat16 cast would not do)."""
     t = _score_dtype(dtype)
-    x = np.asarray(x, dtype=np.float64)
-    if t != SCORE_DTYPES["bfloat16"]:
-        with np.errstate(over="ignore"):  # beyond the dtype's range is inf, as intended
-            return x.astype(t).astype(np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = x.astype(np.float32)
-        back = f.astype(np.float64)
-        inexact = np.isfinite(x) & (back != x)
-        f = np.where(inexact & (np.abs(back) > np.abs(x)), np.nextafter(f, np.float32(0)), f)
-        bits = f.view(np.uint32) | np.where(inexact, np.uint32(1), np.uint32(0))
-    return bits.view(np.float32).astype(t).astype(np.float64)
+    return metrics.round_once(np.asarray(x, dtype=np.float64), t.name).astype(np.float64)
 
 
 def _rows(x, name: str) -> np.ndarray:

@@ -48,8 +48,8 @@ def paged_launches() -> list[Launch]:
             for hq, hkv, n, dk, dv, bs in geometries:
                 case = sts.build_paged_case(np.random.default_rng(0), dtype=dtype, hq=hq, hkv=hkv, n=n, dk=dk, dv=dv,
                                         block_size=bs, length=70, quant=quant)
-                table, scale, planes = paged._validate(case.q_mx, case.storage, case.table, case.length,
-                                                       case.scale, direct=True)
+                table, scale, planes, _ = paged._validate(case.q_mx, case.storage, case.table, case.length,
+                                                          case.scale, direct=True)
                 partial = paged.partial_launch(case.q_mx, case.storage, table, case.length, scale, planes)
                 parts = mx.zeros(partial.output_shapes[0], mx.float32)
                 launches += [partial, paged.merge_launch(parts, partial.inputs[4], case.q_mx.dtype)]

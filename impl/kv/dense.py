@@ -69,7 +69,7 @@ class KVCache:
         return True
 
     def trim(self, tokens: int) -> int:
-        check_trim(tokens, self.offset)
+        tokens = check_trim(tokens, self.offset)
         self.offset -= tokens
         return tokens
 

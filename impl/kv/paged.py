@@ -47,13 +47,13 @@ class PagedKVCache:
 
     def __init__(self, capacity_tokens: int, block_size: int, direct: bool = False,
                  quantization: Quantization | None = None, *, max_blocks: int | None = None):
-        check_int("capacity_tokens", capacity_tokens, minimum=0)
-        check_int("block_size", block_size, minimum=1)
+        capacity_tokens = check_int("capacity_tokens", capacity_tokens, minimum=0)  # as Python ints (pool.py)
+        block_size = check_int("block_size", block_size, minimum=1)
         if not isinstance(direct, bool):
             raise TypeError(f"direct must be a bool, got {type(direct).__name__}")
         check_quantization(quantization)
         if max_blocks is not None:
-            check_int("max_blocks", max_blocks, minimum=1)
+            max_blocks = check_int("max_blocks", max_blocks, minimum=1)
             if self._initial_blocks(capacity_tokens, block_size) > max_blocks:
                 raise ValueError(f"capacity_tokens={capacity_tokens} needs "
                                  f"{pool_blocks_for(capacity_tokens, block_size)} blocks > max_blocks={max_blocks}")
@@ -172,7 +172,7 @@ class PagedKVCache:
 
     def trim(self, tokens: int) -> int:
         """Drop the last ``tokens`` tokens (0 <= tokens <= offset); blocks left empty return to the pool."""
-        check_trim(tokens, self.offset)
+        tokens = check_trim(tokens, self.offset)
         self.offset -= tokens
         keep = pool_blocks_for(self.offset, self.block_size)
         while len(self._table) > keep:

@@ -67,15 +67,23 @@ def gather_blocks(plane: mx.array, table: mx.array) -> mx.array:
     return picked.transpose(1, 0, 2, 3).reshape(1, heads, table.size * block_size, width)
 
 
+INT32_MAX = 2**31 - 1
+
+
 def table_array(table) -> mx.array:
-    """A block table as int32 [n] (from a sequence of ints or an integer mx.array)."""
+    """A block table as int32 [n] (from a sequence of ints or an integer mx.array). Entries are block
+    indices: checked to be >= 0 and to fit int32 before the cast (an int64 2**32 would become block 0)."""
     if isinstance(table, mx.array):
         if table.ndim != 1 or not mx.issubdtype(table.dtype, mx.integer):
             raise ValueError(f"table must be a 1-D integer array, got {table.dtype} {tuple(table.shape)}")
+        if table.size:
+            low, high = mx.min(table).item(), mx.max(table).item()
+            if low < 0 or high > INT32_MAX:
+                raise ValueError(f"table entries must be block indices in [0, {INT32_MAX}], got range [{low}, {high}]")
         return table.astype(mx.int32)
     if not isinstance(table, Sequence) or isinstance(table, (str, bytes)):
         raise TypeError(f"table must be a sequence of ints or an mx.array, got {type(table).__name__}")
-    return mx.array([check_int("table entry", i) for i in table], dtype=mx.int32)
+    return mx.array([check_int("table entry", i, minimum=0, maximum=INT32_MAX) for i in table], dtype=mx.int32)
 
 
 class BlockPool:
@@ -84,10 +92,12 @@ class BlockPool:
     def __init__(self, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int, *,
                  v_head_dim: int | None = None, dtype=mx.float16, quantization: Quantization | None = None,
                  max_blocks: int | None = None):
-        check_int("num_blocks", num_blocks, minimum=0)
-        check_int("block_size", block_size, minimum=1)
-        check_int("num_kv_heads", num_kv_heads, minimum=1)
-        check_int("head_dim", head_dim, minimum=1)
+        # Each check returns the value as a Python int (a NumPy integer passes the check but must not be
+        # stored: it would reach mx.array([...], dtype=mx.int32) later, which refuses it).
+        num_blocks = check_int("num_blocks", num_blocks, minimum=0)
+        block_size = check_int("block_size", block_size, minimum=1)
+        num_kv_heads = check_int("num_kv_heads", num_kv_heads, minimum=1)
+        head_dim = check_int("head_dim", head_dim, minimum=1)
         v_head_dim = head_dim if v_head_dim is None else check_int("v_head_dim", v_head_dim, minimum=1)
         check_dtype("dtype", dtype)
         check_quantization(quantization)
@@ -95,7 +105,7 @@ class BlockPool:
             quantization.check_divides(head_dim, "head_dim")
             quantization.check_divides(v_head_dim, "v_head_dim")
         if max_blocks is not None:
-            check_int("max_blocks", max_blocks, minimum=1)
+            max_blocks = check_int("max_blocks", max_blocks, minimum=1)
             if num_blocks > max_blocks:
                 raise ValueError(f"num_blocks={num_blocks} exceeds max_blocks={max_blocks}")
         self.block_size = block_size
@@ -169,7 +179,7 @@ class BlockPool:
 
     def free(self, block: int) -> None:
         """Return ``block`` to the free list; its data stays until it is rewritten."""
-        self._check_block("block", block)
+        block = self._check_block("block", block)
         if block in self._free_set:
             raise ValueError(f"block {block} is already free")
         self._free.append(block)
@@ -177,7 +187,7 @@ class BlockPool:
 
     def grow(self, blocks: int) -> None:
         """Grow to ``blocks`` blocks (no-op when not larger): written values stay, new blocks go on the free list."""
-        check_int("blocks", blocks, minimum=0)
+        blocks = check_int("blocks", blocks, minimum=0)
         if blocks <= self.num_blocks:
             return
         if self.max_blocks is not None and blocks > self.max_blocks:
@@ -205,7 +215,7 @@ class BlockPool:
         have the pool's heads, head dims and dtype. Quantized pools store
         ``mx.quantize`` of the incoming rows.
         """
-        self._check_block("phys", phys)
+        phys = self._check_block("phys", phys)
         if phys in self._free_set:
             raise ValueError(f"phys={phys} is a free block; alloc() it before writing")
         g = kv_geometry(k, v)
@@ -216,7 +226,7 @@ class BlockPool:
                              f"pool's {(self.num_kv_heads, self.head_dim, self.v_head_dim)}")
         if g.dtype != self.dtype:
             raise ValueError(f"k dtype {g.dtype} differs from the pool dtype {self.dtype}")
-        check_int("within", within, minimum=0)
+        within = check_int("within", within, minimum=0)
         if within + g.tokens > self.block_size:
             raise ValueError(f"within={within} + {g.tokens} rows exceeds block_size={self.block_size}")
         start = mx.array([phys, 0, within, 0], dtype=mx.int32)

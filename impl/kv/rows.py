@@ -55,8 +55,8 @@ class PagedKvRows:
 
     def __init__(self, capacity_tokens: int, block_size: int, direct: bool = False,
                  quantization: Quantization | None = None):
-        check_int("capacity_tokens", capacity_tokens, minimum=0)
-        check_int("block_size", block_size, minimum=1)
+        capacity_tokens = check_int("capacity_tokens", capacity_tokens, minimum=0)  # as Python ints (pool.py)
+        block_size = check_int("block_size", block_size, minimum=1)
         if not isinstance(direct, bool):
             raise TypeError(f"direct must be a bool, got {type(direct).__name__}")
         check_quantization(quantization)
@@ -177,11 +177,21 @@ class PagedKvRows:
         return self.fetch()
 
     def fetch(self) -> tuple[mx.array, mx.array]:
+        """K [B, H, offset, D], V [B, H, offset, Dv], rows left-padded with zeros. A row that never had an
+        append holds no token: it is all padding, like a row trimmed to 0."""
         if not self._rows:
             raise ValueError("the batch has no rows")
         if len(self._rows) == 1:
             return self._rows[0].fetch()
-        return merge_kv_rows([row.fetch() for row in self._rows])
+        fetched = [row.fetch() if row.pool is not None else None for row in self._rows]
+        shape_of = next((kv for kv in fetched if kv is not None), None)
+        if shape_of is None:
+            raise ValueError("the cache is empty: append before fetching (no row holds a pool yet)")
+
+        def empty(a: mx.array) -> mx.array:
+            return mx.zeros((1, a.shape[1], 0, a.shape[3]), a.dtype)
+
+        return merge_kv_rows([kv if kv is not None else (empty(shape_of[0]), empty(shape_of[1])) for kv in fetched])
 
     def append_and_fetch(self, keys: mx.array, values: mx.array) -> RowsAttentionView:
         """Append, then one immutable attention view per row."""
@@ -206,7 +216,7 @@ class PagedKvRows:
 
     def trim(self, tokens: int) -> int:
         """Drop the last ``tokens`` tokens of every row (at most the shortest row's length)."""
-        check_trim(tokens, min(self.row_offsets, default=0))
+        tokens = check_trim(tokens, min(self.row_offsets, default=0))
         for row in self._rows:
             row.trim(tokens)
         return tokens

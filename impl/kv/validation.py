@@ -22,7 +22,7 @@ def check_array(name: str, value) -> mx.array:
 
 
 def check_dtype(name: str, dtype) -> mx.Dtype:
-    if dtype not in KV_DTYPES:
+    if not isinstance(dtype, mx.Dtype) or dtype not in KV_DTYPES:  # (mx.Dtype == None raises, not False)
         raise ValueError(f"{name} must be one of float32, float16, bfloat16, got {dtype}")
     return dtype
 
@@ -73,7 +73,8 @@ def check_same_geometry(geometry: KvGeometry, *, num_kv_heads: int, head_dim: in
 
 
 def check_trim(tokens, offset: int) -> int:
-    check_int("tokens", tokens, minimum=0)
+    """``tokens`` as an int in [0, offset] (what a trim may drop), else an error naming it."""
+    tokens = check_int("tokens", tokens, minimum=0)
     if tokens > offset:
         raise ValueError(f"tokens={tokens} exceeds the cache offset {offset}")
     return tokens

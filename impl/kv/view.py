@@ -35,8 +35,9 @@ from dataclasses import dataclass
 import mlx.core as mx
 import numpy as np
 
+from impl.arms import resolve_arm
 from impl.block_table import BlockTable
-from impl.checks import check_int
+from impl.checks import check_int, check_scale
 
 from .pool import gather_planes, table_array
 from .quantization import Quantization
@@ -54,6 +55,20 @@ def check_mask(mask) -> None:
             raise ValueError(f"mask must be None, 'causal' or an mx.array, got {mask!r}")
         return
     raise TypeError(f"mask must be None, 'causal' or an mx.array, got {type(mask).__name__}")
+
+
+def check_mask_shape(mask, target: tuple[int, ...]) -> None:
+    """An array ``mask`` must broadcast to ``target`` ([B, Hq, n, keys]) and be boolean or floating (additive)."""
+    if not isinstance(mask, mx.array):
+        return
+    if mask.dtype != mx.bool_ and not mx.issubdtype(mask.dtype, mx.floating):
+        raise ValueError(f"mask must be boolean or floating (additive), got {mask.dtype}")
+    try:
+        fits = np.broadcast_shapes(tuple(mask.shape), target) == target
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to [B, Hq, n, keys] = {list(target)}")
 
 
 def snapshot_table(table) -> BlockTable:
@@ -93,7 +108,9 @@ class PagedAttentionView:
     @classmethod
     def of(cls, pool, table, length: int, direct: bool) -> "PagedAttentionView":
         """Snapshot ``pool``'s current arrays with a copy of ``table`` (ints, an mx.array, or a
-        ``BlockTable``: a frozen copy already made, which a cache reuses while its table is unchanged)."""
+        ``BlockTable``: a frozen copy already made, which a cache reuses while its table is unchanged).
+        Every entry must name one of ``pool``'s blocks (an mx.array table is read back for that), ``length``
+        lie in [0, len(table) * block_size] and ``direct`` be a bool: a view never reads outside its pool."""
         if isinstance(table, BlockTable):
             frozen, device_table = table, table.device
         elif isinstance(table, mx.array):
@@ -101,11 +118,18 @@ class PagedAttentionView:
         else:
             frozen = snapshot_table(table)
             device_table = frozen.device
+        if frozen is not None:
+            frozen.check_pool(pool.num_blocks, name="table")
+        elif device_table.size and mx.max(device_table).item() >= pool.num_blocks:
+            raise ValueError(f"table entry {mx.max(device_table).item()} is outside the pool's {pool.num_blocks} blocks")
+        length = check_int("length", length, minimum=0, maximum=device_table.size * pool.block_size)
+        if not isinstance(direct, bool):
+            raise TypeError(f"direct must be a bool, got {type(direct).__name__}")
         return cls(keys=pool.keys, values=pool.values, key_scales=pool.key_scales, key_biases=pool.key_biases,
                    value_scales=pool.value_scales, value_biases=pool.value_biases,
                    block_table=device_table, length=length, block_size=pool.block_size,
                    num_kv_heads=pool.num_kv_heads, head_dim=pool.head_dim, v_head_dim=pool.v_head_dim,
-                   dtype=pool.dtype, quantization=pool.quantization, direct=bool(direct),
+                   dtype=pool.dtype, quantization=pool.quantization, direct=direct,
                    frozen_table=frozen)
 
     def arrays(self) -> list[mx.array]:
@@ -123,13 +147,21 @@ class PagedAttentionView:
         return mask == "causal" or (mask is None and queries == 1)
 
     def attend(self, q: mx.array, scale: float, mask=None, arm: str | None = None) -> mx.array:
-        """Attention of ``q`` [1, Hq, n, head_dim] over this view: [1, Hq, n, v_head_dim] in q's dtype."""
+        """Attention of ``q`` [1, Hq, n, head_dim] over this view: [1, Hq, n, v_head_dim] in q's dtype.
+
+        Both paths take the same arguments and refuse the same ones (q's dtype must be the view's, ``scale``
+        finite, ``arm`` one this machine runs, an array ``mask`` one that broadcasts to [1, Hq, n, length])."""
         check_array("q", q)
         if q.ndim != 4 or q.shape[0] != 1 or q.shape[3] != self.head_dim:
             raise ValueError(f"q must be [1, Hq, n, {self.head_dim}], got {tuple(q.shape)}")
         if q.shape[1] % self.num_kv_heads:
             raise ValueError(f"q has {q.shape[1]} heads, not a multiple of {self.num_kv_heads} kv heads")
+        if q.dtype != self.dtype:
+            raise ValueError(f"q has dtype {q.dtype} but the cache holds {self.dtype}")
+        scale = check_scale(scale)
+        resolve_arm(arm)
         check_mask(mask)
+        check_mask_shape(mask, (1, q.shape[1], q.shape[2], self.length))
         if self.uses_direct(q.shape[2], mask):
             # Imported here: the kernel module is optional for the control path.
             from impl.paged_attention import paged_attention
@@ -171,5 +203,8 @@ class RowsAttentionView:
         check_mask(mask)
         if not self.rows:
             raise ValueError("the view has no rows to attend")
+        if isinstance(mask, mx.array):  # the batch's mask: [B or 1, .., n, every row's padded keys]
+            keys = self.rows[0].length + self.left_pad[0]
+            check_mask_shape(mask, (self.batch_size, q.shape[1], q.shape[2], keys))
         outputs = [view.attend(q[b:b + 1], scale, self.row_mask(mask, b), arm) for b, view in enumerate(self.rows)]
         return mx.concatenate(outputs, axis=0)

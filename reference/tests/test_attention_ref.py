@@ -448,6 +448,8 @@ def test_rejects_inconsistent_shapes(change, match):
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"mask": "full"}, ValueError, "mask must be None, 'causal'"),
     ({"mask": np.ones((2, 3, 5), bool)}, ValueError, r"mask of shape \(2, 3, 5\) does not broadcast"),
+    # compatible with the scores' shape but larger (a prefill mask at a decode step): refused, as MLX does
+    ({"mask": np.zeros((2, 1, 3, 5), np.float32)}, ValueError, r"mask of shape \(2, 1, 3, 5\) does not broadcast"),
     ({"mask": np.full((3, 5), np.inf)}, ValueError, "additive mask must not contain NaN or \\+inf"),
     ({"mask": np.ones((3, 5), np.int32)}, ValueError, "mask array must be bool or float"),
     ({"window": 0}, ValueError, "window must be None or a positive int"),

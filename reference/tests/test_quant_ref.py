@@ -446,6 +446,7 @@ def test_pack_unpack_reject_bad_input():
         (lambda: quant.pack(np.zeros((1, 32), np.uint8), 7), "bits"),
         (lambda: quant.unpack(np.zeros((1, 4), np.int32), 4), "packed"),
         (lambda: quant.unpack(np.zeros((1, 4), np.uint32), 5), "packed"),
+        (lambda: quant.pack(np.zeros(3, np.int64), 4), "columns"),
     ):
         with pytest.raises(ValueError, match=argument):
             call()
@@ -479,6 +480,18 @@ def test_quantize_rejects_bad_parameters(kwargs, argument):
 def test_quantize_rejects_bad_w(w, argument):
     with pytest.raises(ValueError, match=argument):
         quant.quantize(w, group_size=64, bits=4)
+
+
+@pytest.mark.parametrize("kind", [np.uint8, np.int8, np.int64])
+def test_numpy_integer_parameters_are_the_ints(kind):
+    # a NumPy uint8 4 would overflow columns * bits (and int8 1 << bits): the checks hand back Python ints
+    w = np.random.default_rng(0).normal(size=(2, 128)).astype(np.float32)
+    expected = quant.quantize(w, group_size=32, bits=4)
+    got = quant.quantize(w, group_size=kind(32), bits=kind(4))
+    for a, b in zip(got, expected):
+        assert np.array_equal(a, b)
+    assert np.array_equal(quant.dequantize(*got, group_size=kind(32), bits=kind(4)),
+                          quant.dequantize(*expected, group_size=32, bits=4))
 
 
 def test_dequantize_rejects_bad_inputs():
