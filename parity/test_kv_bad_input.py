@@ -233,6 +233,9 @@ NUMPY_INTS = [np.int64, np.int32, np.uint16]
 def test_numpy_integers_are_stored_as_python_ints(kind):
     # check_int takes NumPy integers; a mutator that kept one would hand it to mx.array([...], dtype=mx.int32)
     # at a later write, which refuses it: after the table had grown (state changed by a failed call).
+    quantization = Quantization(kind(4), kind(32))
+    assert (type(quantization.bits), type(quantization.group_size)) == (int, int)
+    assert quantization == Quantization(4, 32) and hash(quantization) == hash(Quantization(4, 32))
     cache = PagedKVCache(kind(8), kind(BLOCK), max_blocks=kind(16))
     cache.append(*kv(6))
     assert cache.trim(kind(2)) == 2

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
+from impl.checks import check_int
+
 SUPPORTED_BITS = (4, 8)
 # MLX's affine mode accepts these group sizes only (mx.quantize refuses others).
 SUPPORTED_GROUP_SIZES = (32, 64, 128)
@@ -29,12 +31,11 @@ class Quantization:
     group_size: int
 
     def __post_init__(self):
-        if not isinstance(self.bits, int) or isinstance(self.bits, bool):
-            raise TypeError(f"bits must be an int, got {type(self.bits).__name__}")
+        # Python and NumPy integers, kept as Python ints (frozen: set through object.__setattr__)
+        object.__setattr__(self, "bits", check_int("bits", self.bits))
         if self.bits not in SUPPORTED_BITS:
             raise ValueError(f"bits must be one of {SUPPORTED_BITS}, got {self.bits}")
-        if not isinstance(self.group_size, int) or isinstance(self.group_size, bool):
-            raise TypeError(f"group_size must be an int, got {type(self.group_size).__name__}")
+        object.__setattr__(self, "group_size", check_int("group_size", self.group_size))
         if self.group_size not in SUPPORTED_GROUP_SIZES:
             raise ValueError(f"group_size must be one of {SUPPORTED_GROUP_SIZES}, got {self.group_size}")
 
