@@ -18,6 +18,14 @@ WORKERS ?= auto
 # the tests whose sha256(node id) mod N is I (scripts/shard.py). Unset: everything.
 SHARD_ID ?=
 NUM_SHARDS ?=
+ifneq ($(SHARD_ID),)
+ifeq ($(NUM_SHARDS),)
+$(error SHARD_ID=$(SHARD_ID) needs NUM_SHARDS (the shard count); unset, every test would run)
+endif
+endif
+# Where pip finds torch's Linux x86_64 CPU wheel (pyproject pins 2.13.0+cpu) when its own sources do not
+# hold it: tried only after an install without it failed.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 shard_opts = $(if $(NUM_SHARDS),-p scripts.shard --num-shards $(NUM_SHARDS) --shard-id $(or $(SHARD_ID),0))
 pytest_opts = $(if $(DEVICE),--device $(DEVICE)) $(if $(PROFILE),--hypothesis-profile $(PROFILE)) $(shard_opts)
 
@@ -28,7 +36,8 @@ $(STAMP): pyproject.toml scripts/requirements.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 	$(PY) scripts/requirements.py $(EXTRAS) > $(VENV)/requirements.txt
-	$(PY) -m pip install -q -r $(VENV)/requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/requirements.txt || \
+	  $(PY) -m pip install -q -r $(VENV)/requirements.txt --extra-index-url $(TORCH_CPU_INDEX)
 	@rm -f $(VENV)/.stamp-* && touch $@
 
 venv: $(STAMP)

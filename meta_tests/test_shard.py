@@ -101,3 +101,11 @@ def test_makefile_passes_the_shard_variables():
     assert "-p scripts.shard --num-shards 4 --shard-id 3" in make_dry_run("SHARD_ID=3", "NUM_SHARDS=4")
     assert "--shard-id 0" in make_dry_run("NUM_SHARDS=2")
     assert "scripts.shard" not in make_dry_run()
+
+
+def test_a_shard_id_without_a_shard_count_is_refused():
+    # unrefused, SHARD_ID=1 alone would run every test: each job of a matrix whose count is misspelled runs all
+    env = {k: v for k, v in os.environ.items() if k not in ("SHARD_ID", "NUM_SHARDS", "MAKEFLAGS")}
+    result = subprocess.run(["make", "-n", "test", "SHARD_ID=1"], cwd=ROOT, capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert result.returncode != 0 and "SHARD_ID=1 needs NUM_SHARDS" in result.stderr

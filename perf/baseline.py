@@ -70,7 +70,7 @@ import mlx.core as mx
 import numpy as np
 
 __all__ = ["BASELINE_DIR", "SCHEMA", "baseline_path", "baseline_processes", "device_key", "load_baseline",
-           "pool_documents", "validate_baseline", "write_baseline"]
+           "pool_documents", "read_document", "validate_baseline", "write_baseline"]
 
 SCHEMA = 1
 BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
@@ -93,7 +93,7 @@ def device_key(device: mx.Device | None = None) -> str:
 def _check_key(key: str) -> str:
     if not isinstance(key, str):
         raise TypeError(f"key must be a str, got {type(key).__name__}")
-    if not _KEY.match(key) or key.startswith("."):
+    if not _KEY.fullmatch(key) or key.startswith("."):  # fullmatch: "$" would let a trailing newline through
         raise ValueError(f"key must be letters, digits, '.', '-' and '_' (a device key), got {key!r}")
     return key
 
@@ -106,8 +106,38 @@ def _positive_list(where: str, values) -> None:
     if not isinstance(values, list) or not values:
         raise ValueError(f"{where} must be a non-empty list of seconds")
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < float("inf")):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not _positive_finite(v):
             raise ValueError(f"{where} must hold positive finite seconds, got {v!r}")
+
+
+def _positive_finite(value) -> bool:
+    """A positive number that is finite as a float (a 400-digit int would overflow the gate's arithmetic)."""
+    try:
+        return 0 < float(value) < float("inf")
+    except OverflowError:
+        return False
+
+
+# What a document's settings may hold (absent: the default each reader applies, see _SETTING_DEFAULTS).
+_SETTING_CHOICES = {"protocol": ("eval", "pipelined"), "inputs": ("distinct", "shared")}
+
+
+def _check_settings(settings) -> None:
+    if settings is None:
+        return
+    if not isinstance(settings, dict):
+        raise ValueError(f"baseline 'settings' must be null or an object, got {type(settings).__name__}")
+    for name, choices in _SETTING_CHOICES.items():
+        if settings.get(name) is not None and settings[name] not in choices:
+            raise ValueError(f"settings.{name} must be one of {choices}, got {settings[name]!r}")
+    for name in ("rounds", "warmup", "batch"):
+        value = settings.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"settings.{name} must be a non-negative int, got {value!r}")
+    floor = settings.get("gate_floor_s")
+    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float))
+                              or not 0 <= floor < float("inf")):
+        raise ValueError(f"settings.gate_floor_s must be a non-negative finite number of seconds, got {floor!r}")
 
 
 def _check_processes(case_id: str, entry: dict, processes) -> None:
@@ -153,9 +183,30 @@ def validate_baseline(document) -> dict:
             _check_processes(case_id, entry, document.get("processes"))
     copy = document.get("copy_bandwidth")
     if copy is not None:
-        if not isinstance(copy, dict) or not isinstance(copy.get("gbps"), (int, float)) or copy["gbps"] <= 0:
-            raise ValueError("baseline 'copy_bandwidth' must be null or an object with a positive 'gbps'")
+        gbps = copy.get("gbps") if isinstance(copy, dict) else None
+        if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not _positive_finite(gbps):
+            raise ValueError("baseline 'copy_bandwidth' must be null or an object with a positive, finite 'gbps'")
+    _check_settings(document.get("settings"))
     return document
+
+
+def _unique_keys(pairs: list) -> dict:
+    """``json`` object hook: a key given twice (two entries of one case id) is an error, not the last one wins."""
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise ValueError(f"repeated keys in one object: {repeated[:5]}")
+    return dict(pairs)
+
+
+def read_document(path: Path) -> dict:
+    """The JSON document at ``path`` (a repeated key is refused); ValueError naming the file otherwise."""
+    try:
+        return json.loads(Path(path).read_text(), object_pairs_hook=_unique_keys)
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
 
 
 def load_baseline(key: str, directory: Path | None = None) -> dict | None:
@@ -163,11 +214,7 @@ def load_baseline(key: str, directory: Path | None = None) -> dict | None:
     path = baseline_path(key, directory)
     if not path.exists():
         return None
-    with path.open() as handle:
-        try:
-            document = json.load(handle)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    document = read_document(path)
     validate_baseline(document)
     if document["device_key"] != key:
         raise ValueError(f"{path} holds device_key {document['device_key']!r}, not {key!r}")
@@ -176,6 +223,9 @@ def load_baseline(key: str, directory: Path | None = None) -> dict | None:
 
 _DESCRIPTION = ("benchmark", "kernel", "arm", "shape", "dtype", "bytes", "flops")
 _SETTINGS = ("suite", "rounds", "warmup", "batch", "protocol", "inputs", "gate_floor_s")
+# A document without these settings was measured with their defaults (perf.run's docstring): pooling compares the
+# effective values, so a run without them is not pooled with a pipelined or distinct-input one.
+_SETTING_DEFAULTS = {"protocol": "eval", "inputs": "shared"}
 
 
 def _first_difference(values: dict[str, object]) -> tuple[str, object, str, object] | None:
@@ -213,8 +263,8 @@ def pool_documents(documents, sources=None) -> dict:
     settings = {}
     for name in _SETTINGS:
         values = {s: (d.get("settings") or {}).get(name) for s, d in zip(sources, documents)}
-        agree(f"settings.{name}", values)
-        known = [v for v in values.values() if v is not None]
+        agree(f"settings.{name}", {s: _SETTING_DEFAULTS.get(name) if v is None else v for s, v in values.items()})
+        known = [v for v in values.values() if v is not None]  # stored as the documents give it
         if known:
             settings[name] = known[0]
     agree("the MLX version (environment.mlx)", {s: (d.get("environment") or {}).get("mlx")
@@ -339,7 +389,11 @@ def main(argv: list[str] | None = None) -> int:
         print(device_key())
         return 0
     if args.command == "show":
-        document = load_baseline(args.key or device_key(), args.dir)
+        try:
+            document = load_baseline(args.key or device_key(), args.dir)
+        except (OSError, TypeError, ValueError) as exc:
+            print(f"perf.baseline: {exc}", file=sys.stderr)
+            return 2
         print(_show(document) if document else f"no baseline for {args.key or device_key()}")
         return 0
     if args.gate_floor_ms is not None and not 0 <= args.gate_floor_ms < float("inf"):
@@ -349,9 +403,9 @@ def main(argv: list[str] | None = None) -> int:
         documents = []
         for source in args.sources:
             try:
-                documents.append(json.loads(source.read_text()))
-            except (OSError, json.JSONDecodeError) as exc:
-                print(f"perf.baseline: cannot read {source}: {exc}; the old baseline is unchanged", file=sys.stderr)
+                documents.append(read_document(source))
+            except ValueError as exc:
+                print(f"perf.baseline: {exc}; the old baseline is unchanged", file=sys.stderr)
                 return 2
         if len(documents) == 1:
             document = documents[0]
@@ -372,10 +426,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.key:
         document["device_key"] = args.key
     if args.gate_floor_ms is not None:
-        document.setdefault("settings", {})["gate_floor_s"] = args.gate_floor_ms / 1e3
+        if document.get("settings") is None:
+            document["settings"] = {}
+        if not isinstance(document["settings"], dict):
+            print(f"perf.baseline: not stored (the document's 'settings' is a {type(document['settings']).__name__}, "
+                  "not an object); the old baseline is unchanged", file=sys.stderr)
+            return 2
+        document["settings"]["gate_floor_s"] = args.gate_floor_ms / 1e3
     try:
         path = write_baseline(document, args.dir)
-    except (TypeError, ValueError) as exc:
+    except (OSError, TypeError, ValueError) as exc:
         print(f"perf.baseline: not stored ({exc}); the old baseline is unchanged", file=sys.stderr)
         return 2
     pooled = len(document.get("processes") or [None])

@@ -70,6 +70,8 @@ def interleaved(calls: Mapping[str, Callable[[], object]], *, protocols: Sequenc
     if isinstance(protocols, str) or not protocols:
         raise ValueError(f"protocols must be a non-empty sequence of protocol names, got {protocols!r}")
     protocols = tuple(protocols)
+    if len(set(protocols)) != len(protocols):  # one list per protocol: a repeat would merge two into one
+        raise ValueError(f"protocols must not repeat a protocol, got {protocols!r}")
     for protocol in protocols:
         parse_protocol(protocol)
     check_count("blocks", blocks, 1)
@@ -97,21 +99,43 @@ def in_turn(sets: Sequence, call_of: Callable[[object], object]) -> Callable[[],
     return taking_turns([functools.partial(call_of, s) for s in sets])
 
 
+def _medians(results, names) -> dict[str, dict[str, float]]:
+    """Per variant of ``names`` and protocol, the median of its block medians; ValueError naming ``results``
+    when it is not what ``interleaved`` returns (every variant with the same protocols, each a non-empty list of
+    positive seconds)."""
+    if not isinstance(results, Mapping) or not results:
+        raise ValueError("results must be a non-empty mapping of variant -> {protocol: block medians}")
+    protocols = None
+    medians = {}
+    for name in names:
+        by_protocol = results[name]
+        if not isinstance(by_protocol, Mapping):
+            raise ValueError(f"results[{name!r}] must map protocols to block medians, got {type(by_protocol).__name__}")
+        if protocols is None:
+            protocols = list(by_protocol)
+        if list(by_protocol) != protocols:
+            raise ValueError(f"every variant needs the protocols {protocols}; {name!r} has {list(by_protocol)}")
+        medians[name] = {}
+        for protocol, values in by_protocol.items():
+            values = list(values) if isinstance(values, Sequence) and not isinstance(values, str) else None
+            if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf")
+                                 for v in values):
+                raise ValueError(f"results[{name!r}][{protocol!r}] must be a non-empty list of positive seconds")
+            medians[name][protocol] = statistics.median(values)
+    return medians
+
+
 def table(results: Mapping[str, Mapping[str, Sequence[float]]], *, unit: str = "us") -> str:
     """One line per variant: the median over blocks per protocol, in ``unit`` per call (``us`` or ``ms``)."""
     scale = {"us": 1e6, "ms": 1e3}.get(unit)
     if scale is None:
         raise ValueError(f"unit must be 'us' or 'ms', got {unit!r}")
-    if not results:
-        raise ValueError("results must hold at least one variant")
-    protocols = list(next(iter(results.values())))
+    medians = _medians(results, list(results) if isinstance(results, Mapping) else ())
+    protocols = list(next(iter(medians.values())))
     width = max(len("variant"), *(len(name) for name in results))
     lines = [f"{'variant':{width}s} " + " ".join(f"{p:>11s}" for p in protocols) + f"  ({unit} per call)"]
-    for name, by_protocol in results.items():
-        if list(by_protocol) != protocols:
-            raise ValueError(f"every variant needs the protocols {protocols}; {name!r} has {list(by_protocol)}")
-        lines.append(f"{name:{width}s} " + " ".join(f"{statistics.median(by_protocol[p]) * scale:11.1f}"
-                                                  for p in protocols))
+    for name, by_protocol in medians.items():
+        lines.append(f"{name:{width}s} " + " ".join(f"{by_protocol[p] * scale:11.1f}" for p in protocols))
     return "\n".join(lines)
 
 
@@ -120,17 +144,16 @@ def ratios(results: Mapping[str, Mapping[str, Sequence[float]]], control: str,
     """One line per variant of ``names`` (default: every variant but ``control``): per protocol, the control's
     median over blocks divided by the variant's, as ``3.52x`` (above 1: the variant is faster). Both medians come
     from the same interleaved blocks, so a drift of the host between processes does not enter the ratio."""
-    if control not in results:
+    if not isinstance(results, Mapping) or control not in results:
         raise ValueError(f"control must name a variant of the results, got {control!r}")
     names = [n for n in results if n != control] if names is None else list(names)
-    protocols = list(results[control])
-    lines = []
     for name in names:
         if name not in results:
             raise ValueError(f"names must be variants of the results, got {name!r}")
-        if list(results[name]) != protocols:
-            raise ValueError(f"every variant needs the protocols {protocols}; {name!r} has {list(results[name])}")
-        cells = [f"{statistics.median(results[control][p]) / statistics.median(results[name][p]):.2f}x"
-                 for p in protocols]
+    medians = _medians(results, [control, *names])
+    protocols = list(medians[control])
+    lines = []
+    for name in names:
+        cells = [f"{medians[control][p] / medians[name][p]:.2f}x" for p in protocols]
         lines.append(f"{control} / {name}: " + " ".join(f"{p} {c}" for p, c in zip(protocols, cells)))
     return "\n".join(lines)

@@ -103,7 +103,6 @@ processes flags 15 times over their 12 ordered pairs.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -113,7 +112,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from perf.baseline import baseline_processes, validate_baseline
+from perf.baseline import baseline_processes, read_document, validate_baseline
 
 __all__ = ["ALPHA", "MIN_EFFECT", "SLOWED_DETECTABLE_SPREAD", "Calibration", "Verdict", "calibrate",
            "calibration_processes", "compare", "compare_pooled", "judge", "min_p_value", "process_spread"]
@@ -156,9 +155,11 @@ class Verdict:
 def _samples(name: str, values) -> np.ndarray:
     if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
         raise TypeError(f"{name} must be a sequence of seconds, got {type(values).__name__}")
+    if getattr(values, "dtype", None) == np.bool_ or any(isinstance(v, (bool, np.bool_)) for v in values):
+        raise TypeError(f"{name} must be a sequence of seconds: it holds booleans")  # True would be 1 s
     try:
         array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(f"{name} must be a sequence of seconds (numbers): {exc}") from exc
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D sequence of seconds, got shape {array.shape}")
@@ -251,6 +252,9 @@ def calibration_processes(baseline: dict, calibration: dict) -> dict[str, list[l
     """For every case both documents hold, the samples of every recorded process: the baseline's
     processes first (``perf.baseline.baseline_processes``), then the calibration run's ``a1`` (its
     gate pass; that run is a later, separate process, so it must not be one of the baseline's)."""
+    if not isinstance(calibration, dict) or not isinstance(calibration.get("cases"), dict):
+        raise TypeError("calibration must be a perf.run --calibration document: an object whose 'cases' is an object "
+                        f"of case id -> samples, got {type(calibration).__name__}")
     if calibration.get("device_key") != baseline.get("device_key"):
         raise ValueError(f"calibration is of device {calibration.get('device_key')!r}, the baseline of "
                          f"{baseline.get('device_key')!r}")
@@ -350,9 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("calibration", type=Path, help="a perf.run --calibration file of a later process")
     args = parser.parse_args(argv)
     try:
-        baseline = validate_baseline(json.loads(args.baseline.read_text()))
-        cal = calibrate(baseline, json.loads(args.calibration.read_text()))
-    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        baseline = validate_baseline(read_document(args.baseline))
+        cal = calibrate(baseline, read_document(args.calibration))
+    except (KeyError, TypeError, ValueError) as exc:
         print(f"perf.regression: {exc}", file=sys.stderr)
         return 2
     print(_report(cal))

@@ -14,11 +14,12 @@ for ``normalized_argmax``: ``logsumexp_sub_argmax[mlx]``).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from perf.baseline import read_document, validate_baseline
 
 __all__ = ["tables"]
 
@@ -28,8 +29,8 @@ def _median(entry: dict) -> float:
 
 
 def tables(document: dict) -> str:
-    entries = {**document["benchmarks"], **document.get("references", {})}
-    copy = document["copy_bandwidth"]["gbps"]
+    entries = {**document["benchmarks"], **(document.get("references") or {})}
+    copy = (document.get("copy_bandwidth") or {}).get("gbps")  # null in a document: no "% copy" column values
     by_shape = defaultdict(list)
     for case_id, e in entries.items():
         by_shape[(e["benchmark"], tuple(e["shape"]))].append(e)
@@ -65,8 +66,9 @@ def tables(document: dict) -> str:
                 gbps = e["bytes"] / t / 1e9
                 label = "x".join(map(str, shape))
                 ratio = (lambda ref: f"{t / ref:.2f}" if ref else "-")
+                share = f"{100 * gbps / copy:.1f}" if copy else "-"
                 lines.append(f"| {label} | {e['kernel']}[{e['arm']}] | {t * 1e3:.4g} | {gbps:,.0f} | "
-                             f"{100 * gbps / copy:.1f} | {ratio(mlx_ref)} | {ratio(torch_ref)} |")
+                             f"{share} | {ratio(mlx_ref)} | {ratio(torch_ref)} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -75,9 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perf.report", description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a run document written by python -m perf.run --save")
     args = parser.parse_args(argv)
-    document = json.loads(args.run.read_text())
-    settings = document.get("settings", {})
-    print(f"device {document['device_key']}; copy bandwidth {document['copy_bandwidth']['gbps']:,.0f} GB/s; "
+    try:
+        document = validate_baseline(read_document(args.run))
+    except (TypeError, ValueError) as exc:
+        print(f"perf.report: {exc}", file=sys.stderr)
+        return 2
+    settings = document.get("settings") or {}
+    copy = (document.get("copy_bandwidth") or {}).get("gbps")
+    print(f"device {document['device_key']}; copy bandwidth {f'{copy:,.0f} GB/s' if copy else 'not measured'}; "
           f"{settings.get('rounds')} rounds of {settings.get('batch', 1)} calls after {settings.get('warmup')} "
           f"warm-up rounds (protocol {settings.get('protocol', 'eval')}, input sets "
           f"{settings.get('inputs', 'shared')}); medians per call\n")

@@ -26,7 +26,8 @@
 * ``--gate`` (``make gate``): when this device key has a baseline, rerun exactly
   its cases (same suite, rounds and warm-up) and append their records to the
   gate's results, where a ``regressed: true`` record fails the verdict; without a
-  baseline say so and do nothing.
+  baseline say so and do nothing. A baseline case that did not run (it raised, or the suite no longer has it)
+  was not judged: the gate then exits with status 2, which fails ``make gate``.
 * ``--save RUN.json``: the run as a baseline document (``perf/baseline.py``;
   torch cases excluded: they are references, not this project's code), written
   again after every shape so an interrupted run keeps what it measured.
@@ -327,6 +328,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=ALPHA)
     parser.add_argument("--min-effect", type=float, default=MIN_EFFECT)
     args = parser.parse_args(argv)
+    for name, value, low in (("--rounds", args.rounds, 1), ("--batch", args.batch, 1), ("--warmup", args.warmup, 0)):
+        if value is not None and value < low:
+            parser.error(f"{name} must be >= {low}, got {value}")
+    if not 0 < args.alpha < 1:
+        parser.error(f"--alpha must be a significance level in (0, 1), got {args.alpha}")
+    if not 0 <= args.min_effect < float("inf"):
+        parser.error(f"--min-effect must be a non-negative finite fraction, got {args.min_effect}")
     if args.device is not None:
         arm_registry.use_device(args.device)
     suite, rounds, warmup, batch, only = args.suite, args.rounds, args.warmup, args.batch, None
@@ -367,10 +375,13 @@ def main(argv: list[str] | None = None) -> int:
     except (TypeError, ValueError) as exc:
         print(f"perf.run: {exc}", file=sys.stderr)
         return 2
-    if only is not None:
-        for missing in sorted(only - {m.case.id for m in run.measurements}):
-            print(f"perf: baseline case {missing} did not run here ({run.skipped.get(missing, 'not in the suite')})")
+    unjudged = [] if only is None else sorted(only - {m.case.id for m in run.measurements})
+    for missing in unjudged:
+        print(f"perf: baseline case {missing} did not run here ({run.skipped.get(missing, 'not in the suite')})")
     print(f"perf: {len(run.measurements)} benchmarks, {len(run.skipped)} skipped, {len(run.regressed)} regressed")
+    if unjudged:  # a gate that judged less than its baseline holds has not passed (a kernel that now raises)
+        print(f"perf: the gate did not judge {len(unjudged)} of its baseline's {len(only)} cases", file=sys.stderr)
+        return 2
     return 1 if run.regressed else 0
 
 

@@ -117,13 +117,65 @@ def test_update_command_stores_a_run(tmp_path):
     (lambda d: d["benchmarks"]["b/k[graph]/1x2/bfloat16"].update(samples_s=[]), ValueError, "samples_s"),
     (lambda d: d["benchmarks"]["b/k[graph]/1x2/bfloat16"].update(samples_s=[-1.0]), ValueError, "samples_s"),
     (lambda d: d.update(copy_bandwidth={"gbps": 0}), ValueError, "copy_bandwidth"),
-], ids=["schema", "key-path", "key-type", "empty", "field", "no-samples", "negative", "copy"])
+    (lambda d: d.update(copy_bandwidth={"gbps": float("nan")}), ValueError, "copy_bandwidth"),
+    (lambda d: d.update(copy_bandwidth={"gbps": float("inf")}), ValueError, "copy_bandwidth"),
+    (lambda d: d.update(device_key="cpu-Test\n"), ValueError, "key"),
+    (lambda d: d["benchmarks"]["b/k[graph]/1x2/bfloat16"].update(samples_s=[10**400]), ValueError, "samples_s"),
+    (lambda d: d.update(settings=[]), ValueError, "settings"),
+    (lambda d: d["settings"].update(gate_floor_s=-1.0), ValueError, "gate_floor_s"),
+    (lambda d: d["settings"].update(gate_floor_s=float("nan")), ValueError, "gate_floor_s"),
+    (lambda d: d["settings"].update(gate_floor_s="abc"), ValueError, "gate_floor_s"),
+    (lambda d: d["settings"].update(gate_floor_s=True), ValueError, "gate_floor_s"),
+    (lambda d: d["settings"].update(protocol="async"), ValueError, "protocol"),
+    (lambda d: d["settings"].update(rounds=2.5), ValueError, "rounds"),
+], ids=["schema", "key-path", "key-type", "empty", "field", "no-samples", "negative", "copy", "copy-nan", "copy-inf",
+        "key-newline", "huge-int", "settings-type", "floor-negative", "floor-nan", "floor-str", "floor-bool",
+        "protocol", "rounds"])
 def test_invalid_documents_are_refused_before_writing(tmp_path, mutate, error, words):
     document = _document()
     mutate(document)
     with pytest.raises(error, match=words):
         store.write_baseline(document, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_repeated_case_id_in_a_source_is_refused(tmp_path, capsys):
+    path = store.write_baseline(_document(), tmp_path)
+    before = path.read_bytes()
+    document = _document()
+    entry = json.dumps(document["benchmarks"][CASE])
+    document["benchmarks"] = "BENCHMARKS"
+    source = tmp_path / "dup.json"  # the same case id twice: json.loads alone would keep the last one
+    source.write_text(json.dumps(document).replace('"BENCHMARKS"', f'{{"{CASE}": {entry}, "{CASE}": {entry}}}'))
+    assert store.main(["update", "--from", str(source), "--dir", str(tmp_path)]) == 2
+    assert "repeated keys" in capsys.readouterr().err and path.read_bytes() == before
+
+
+@pytest.mark.parametrize("settings", [None, []], ids=["null", "list"])
+def test_a_floor_on_a_document_without_settings(tmp_path, capsys, settings):
+    document = _document()
+    document["settings"] = settings
+    source = tmp_path / "run.json"
+    source.write_text(json.dumps(document))
+    status = store.main(["update", "--from", str(source), "--dir", str(tmp_path / "b"), "--gate-floor-ms", "0.25"])
+    if settings is None:  # no settings: the floor is the only one
+        assert status == 0
+        assert store.load_baseline("cpu-Test_CPU", tmp_path / "b")["settings"] == {"gate_floor_s": 0.00025}
+    else:
+        assert status == 2 and "settings" in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+def test_a_write_that_cannot_happen_is_an_error_not_a_traceback(tmp_path, capsys):
+    source = tmp_path / "run.json"
+    source.write_text(json.dumps(_document()))
+    (tmp_path / "b" / "cpu-Test_CPU.json").mkdir(parents=True)  # a folder where the file would go
+    assert store.main(["update", "--from", str(source), "--dir", str(tmp_path / "b")]) == 2
+    assert "unchanged" in capsys.readouterr().err
+    assert store.main(["show", "bad/key"]) == 2
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "cpu-Corrupt.json").write_text("{")
+    assert store.main(["show", "cpu-Corrupt", "--dir", str(tmp_path / "c")]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
 
 
 def test_load_refuses_a_file_under_the_wrong_key_or_corrupt(tmp_path):
@@ -215,6 +267,14 @@ def _mismatch(name):
         for run in (first, second):
             run["settings"]["inputs"] = "distinct"
         third["settings"]["inputs"] = "shared"
+    elif name == "absent-protocol":  # absent means eval: not pooled with a pipelined run
+        for run in (first, second):
+            run["settings"].pop("protocol", None)
+        third["settings"]["protocol"] = "pipelined"
+    elif name == "absent-inputs":  # absent means shared
+        for run in (first, second):
+            run["settings"].pop("inputs", None)
+        third["settings"]["inputs"] = "distinct"
     elif name == "cases":
         third["benchmarks"]["b/k[graph]/9x9/bfloat16"] = third["benchmarks"].pop(CASE)
     elif name == "description":
@@ -233,6 +293,8 @@ def _mismatch(name):
     ("settings", "settings.rounds differs: .*p1.json has 5, .*p3.json has 7"),
     ("protocol", "settings.protocol differs: .*p1.json has 'eval', .*p3.json has 'pipelined'"),
     ("inputs", "settings.inputs differs: .*p1.json has 'distinct', .*p3.json has 'shared'"),
+    ("absent-protocol", "settings.protocol differs: .*p1.json has 'eval', .*p3.json has 'pipelined'"),
+    ("absent-inputs", "settings.inputs differs: .*p1.json has 'shared', .*p3.json has 'distinct'"),
     ("cases", "p3.json does not hold the cases of .*p1.json .*missing"),
     ("description", "bytes differs"),
     ("twice", "processes 1 .*p1.json.* and 3 .*p3.json.* hold identical samples"),

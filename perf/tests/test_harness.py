@@ -337,3 +337,36 @@ def test_gate_against_a_pooled_baseline_file(tmp_path, monkeypatch, capsys):
     assert perf_run.main(["--gate", "--baseline", str(other)]) == 2
     assert "cuda-Other_GPU" in capsys.readouterr().err
     assert perf_run.main(["--gate", "--baseline", str(tmp_path / "missing.json")]) == 2
+
+
+def test_a_baseline_case_the_gate_cannot_judge_fails_it(tmp_path, monkeypatch, capsys):
+    # A kernel that now raises (or a case the suite lost) is not "0 regressed": the gate exits 2, which fails
+    # make gate, and says which case it could not judge.
+    case_id = f"normalized_argmax/normalized_argmax[graph]/{'x'.join(map(str, CPU_ARGMAX[1]))}/bfloat16"
+    monkeypatch.setattr(perf_run, "copy_bandwidth", lambda: COPY)
+    baseline = _one_case_baseline(case_id, 1.0)  # 1 s: nothing real is slower
+    lost = {**baseline, "benchmarks": {"gone/kernel[graph]/1x2/bfloat16": baseline["benchmarks"][case_id]}}
+    for document, reason in ((lost, "not in the suite"), (baseline, "RuntimeError: the kernel broke")):
+        path = tmp_path / "baseline.json"
+        path.write_text(json.dumps(document))
+        if document is baseline:
+            def broken(*args, **kwargs):
+                raise RuntimeError("the kernel broke")
+
+            monkeypatch.setattr(perf_cases, "normalized_argmax", broken)
+        assert perf_run.main(["--gate", "--baseline", str(path), "--results", str(tmp_path / "r.jsonl")]) == 2
+        captured = capsys.readouterr()
+        assert reason in captured.out and "did not judge 1 of its baseline's 1 cases" in captured.err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--rounds", "0"], "--rounds must be >= 1"),
+    (["--batch", "0"], "--batch must be >= 1"),
+    (["--warmup", "-1"], "--warmup must be >= 0"),
+    (["--alpha", "5"], "--alpha must be"),
+    (["--min-effect", "-1"], "--min-effect must be"),
+])
+def test_run_refuses_out_of_range_options(argv, words, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        perf_run.main([*argv, "--no-baseline"])
+    assert exit_.value.code == 2 and words in capsys.readouterr().err

@@ -107,6 +107,7 @@ def test_ratios_divide_the_control_by_each_variant_per_protocol():
     ({"blocks": 0}, ValueError, "blocks"),
     ({"rounds": 1.5}, TypeError, "rounds"),
     ({"warmup": -1}, ValueError, "warmup"),
+    ({"protocols": ("eval1", "eval1")}, ValueError, "repeat"),
 ])
 def test_bad_input_is_refused_before_anything_runs(kwargs, error, match):
     log = []
@@ -115,3 +116,15 @@ def test_bad_input_is_refused_before_anything_runs(kwargs, error, match):
     with pytest.raises(error, match=match):
         interleaved(calls, **arguments)
     assert log == []
+
+
+@pytest.mark.parametrize("results, control, match", [
+    ({"a": {"eval8": []}}, None, r"results\['a'\]\['eval8'\] must be a non-empty list"),
+    ({"c": {"eval8": [1e-3]}, "x": {"eval8": [0.0]}}, "c", r"results\['x'\]\['eval8'\]"),
+    ({"a": [1.0]}, None, r"results\['a'\] must map protocols"),
+    ({}, None, "non-empty mapping"),
+    ({"a": {"eval8": [1e-3]}, "b": {"eval1": [1e-3]}}, None, "every variant needs the protocols"),
+])
+def test_table_and_ratios_refuse_what_interleaved_does_not_return(results, control, match):
+    with pytest.raises(ValueError, match=match):
+        table(results) if control is None else ratios(results, control)
