@@ -43,8 +43,13 @@ settings.register_profile("thorough", max_examples=1000, deadline=None, print_bl
                           suppress_health_check=_SLOW_DATA, verbosity=Verbosity.normal)
 
 
+PROFILES = ("dev", "ci", "thorough")
+
+
 def chosen_profile(environ=os.environ) -> str:
     if environ.get("MLXGATE_PROFILE"):
+        if environ["MLXGATE_PROFILE"] not in PROFILES:
+            raise pytest.UsageError(f"MLXGATE_PROFILE must be one of {PROFILES}, got {environ['MLXGATE_PROFILE']!r}")
         return environ["MLXGATE_PROFILE"]
     return "ci" if environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
 
@@ -60,7 +65,10 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     device = config.getoption("--device") or arm_registry.default_device_name()
-    arm_registry.use_device(device)
+    try:
+        arm_registry.use_device(device)
+    except ValueError as exc:  # --device gpu on a machine without one: a usage error, not an internal one
+        raise pytest.UsageError(f"--device {device}: {exc}") from None
     config.mlxgate_device = device
     if not hasattr(config, "workerinput"):  # the xdist controller, or a plain run
         recorder.reset()

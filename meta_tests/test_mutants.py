@@ -29,7 +29,7 @@ import pytest
 from mutants import __main__ as cli
 from mutants.catalog import CATALOG, GAPS, Mutant, Substitution, by_name
 from mutants.runner import (REPO_ROOT, StaleMutant, expand_tests, mutant_diff, mutated_files, rotation, run_catalog,
-                            tree_files)
+                            selects, tree_files)
 from reports.recorder import read_records
 
 KERNEL_MODULES = ("impl/paged_attention.py", "impl/normalized_argmax.py", "impl/kvq4_decode.py",
@@ -182,6 +182,8 @@ STANDIN = {
     "test_calc.py": ("import pytest\n\nfrom calc import add, half\n\n\n"
                      "def test_add():\n    assert add(2, 3) == 5\n\n\n"
                      "def test_half_is_broken():\n    assert half(3) == 1\n\n\n"
+                     "@pytest.mark.parametrize('x', [3])\ndef test_half_of_params_is_broken(x):\n"
+                     "    assert half(x) == 1\n\n\n"
                      "@pytest.mark.skip(reason='stand-in skip')\ndef test_skipped():\n    assert add(1, 1) == 2\n"),
     # The runner's plugin derives its profile from "ci", which the real conftest registers.
     "conftest.py": "from hypothesis import settings\n\nsettings.register_profile('ci', max_examples=10)\n",
@@ -290,6 +292,28 @@ def test_a_killer_that_fails_on_the_clean_tree_proves_nothing(standin, tmp_path)
     assert not report.ok
 
 
+def test_a_killer_named_by_its_function_that_fails_on_the_clean_tree_proves_nothing(standin, tmp_path):
+    # pytest reports the failure by its parametrized id; the catalog may name the killer by its function
+    mutant = standin_mutant("halving_doubles", "return x / 2", "return x * 2",
+                            "test_calc.py::test_half_of_params_is_broken")
+    report, _ = run_standin(standin, tmp_path, mutant)
+    assert report.clean.run.failed_ids == ["test_calc.py::test_half_of_params_is_broken[3]"]
+    (result,) = report.results
+    assert result.status == "error" and "test_half_of_params_is_broken[3]" in result.detail
+    assert not report.ok
+
+
+@pytest.mark.parametrize("selector, test_id, selected", [
+    ("t.py::test_a", "t.py::test_a", True),
+    ("t.py::test_a", "t.py::test_a[1-x]", True),
+    ("t.py", "t.py::test_a[1]", True),
+    ("t.py::test_a", "t.py::test_ab", False),
+    ("t.py::test_a[1]", "t.py::test_a[10]", False),
+])
+def test_a_selector_selects_what_pytest_would_run(selector, test_id, selected):
+    assert selects(selector, test_id) is selected
+
+
 def test_no_killing_test_ran_is_an_error(standin, tmp_path):
     mutant = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_skipped")
     report, _ = run_standin(standin, tmp_path, mutant, clean_check=False)
@@ -348,3 +372,15 @@ def test_a_run_on_this_tree_leaves_it_untouched(tmp_path, monkeypatch):
     (record,) = read_records(tmp_path / "results.jsonl")
     assert json.dumps(record)  # the record is JSON (reports/SCHEMA.md, kind "mutant")
     assert record["tests"] == ["parity/test_masks.py::test_create_causal_mask_matches_oracle"]
+
+
+def test_bad_profile_or_a_missing_gpu_is_a_usage_error(monkeypatch, capsys):
+    name = CATALOG[0].name
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([name, "--profile", "bogus", "--no-record"])
+    assert exit_.value.code == 2
+    from impl import arms
+
+    monkeypatch.setattr(arms, "gpu_available", lambda: False)
+    assert cli.main([name, "--device", "gpu", "--no-record"]) == 2
+    assert "no GPU backend" in capsys.readouterr().err

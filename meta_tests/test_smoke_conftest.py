@@ -11,6 +11,24 @@ def test_profile_selection_follows_environment():
     assert conftest.chosen_profile({}) == "dev"
     assert conftest.chosen_profile({"CI": "true"}) == "ci"
     assert conftest.chosen_profile({"CI": "true", "MLXGATE_PROFILE": "thorough"}) == "thorough"
+    with pytest.raises(pytest.UsageError, match="MLXGATE_PROFILE must be one of"):
+        conftest.chosen_profile({"MLXGATE_PROFILE": "bogus"})
+
+
+def test_a_gpu_run_without_a_gpu_is_a_usage_error(tmp_path):
+    if arms.gpu_available():
+        pytest.skip("this machine has a GPU: --device gpu is valid here")
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MLXGATE_RESULTS": str(tmp_path / "r.jsonl")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "meta_tests/test_smoke_conftest.py", "--device", "gpu",
+                             "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-k", "profile_selection"],
+                            cwd=conftest.__file__.rsplit("/", 1)[0], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert "--device gpu: device='gpu' requested but MLX has no GPU backend" in result.stderr
 
 
 def test_device_is_the_configured_one(pytestconfig):

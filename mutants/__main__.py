@@ -30,7 +30,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="MLX device of the inner runs (default: gpu where MLX has one, else cpu)")
     parser.add_argument("--arm", choices=("graph", "metal", "cuda"), default=None,
                         help="run the killing tests on this arm only (and only the kernel-body mutants)")
-    parser.add_argument("--profile", default="ci", help="Hypothesis profile the inner runs derive from (default ci)")
+    parser.add_argument("--profile", choices=("dev", "ci", "thorough"), default="ci",
+                        help="Hypothesis profile the inner runs derive from (default ci; conftest.py registers them)")
     parser.add_argument("--rotate", type=int, default=None, metavar="N",
                         help="run the 1/N of the catalog chosen by today's date (or --rotate-key)")
     parser.add_argument("--rotate-key", type=int, default=None, help="the rotation's key (default: today's ordinal)")

@@ -60,7 +60,7 @@ from .pytest_plugin import OUTCOMES_ENV, PARENT_ENV
 __all__ = [
     "REPO_ROOT", "CleanCheck", "MutantResult", "PytestRun", "Report", "StaleMutant", "apply_mutant", "copy_tree",
     "expand_tests", "mutant_diff", "mutant_record", "mutated_files", "rotation", "run_catalog", "run_pytest",
-    "tree_files",
+    "selects", "tree_files",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -300,6 +300,12 @@ def mutant_record(result: MutantResult, report_context: dict) -> dict:
 # --- the catalog run -------------------------------------------------------------------
 
 
+def selects(selector: str, test_id: str) -> bool:
+    """Whether pytest run with ``selector`` (a file, a test function or one parametrized id) runs ``test_id``: a
+    killer named by its function selects every parametrized case of it, which pytest reports by its full id."""
+    return test_id == selector or test_id.startswith((selector + "[", selector + "::"))
+
+
 def rotation(mutants: Sequence[Mutant], share: int, key: int | None = None) -> list[Mutant]:
     """Every ``share``-th mutant, starting at ``key % share`` (default key: today's UTC date ordinal)."""
     if share < 1:
@@ -312,6 +318,8 @@ def _arms(device: str | None, arm: str | None) -> tuple[str, list[str]]:
     from impl import arms as registry  # imports MLX: only when a run starts
 
     device = device or registry.default_device_name()
+    if device == "gpu" and not registry.gpu_available():
+        raise ValueError("device 'gpu' was asked for, but MLX has no GPU backend here (no Metal, no CUDA)")
     # Compiled arms first: on a GPU the product's arm gets the first chance to kill (-x stops there).
     available = sorted(registry.available_arms(device), key=lambda name: name == "graph")
     if arm is None:
@@ -386,10 +394,11 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
         if not clean.passed:
             broken = set(r.failed_ids)
             for result in runnable:
-                if not broken or broken & set(result.tests):
+                failing = sorted(i for i in broken if any(selects(t, i) for t in result.tests))
+                if not broken or failing:
                     result.status = "error"
                     result.detail = ("its killing tests fail on the unmutated tree: "
-                                     + (", ".join(sorted(broken & set(result.tests))) if broken else
+                                     + (", ".join(failing) if broken else
                                         f"pytest exit {r.exitstatus}\n{_tail(r.output)}"))
             runnable = [res for res in runnable if not res.detail]
 
