@@ -37,6 +37,12 @@ PLAIN = FuncFormatter(lambda value, _pos: f"{value:g}")
 RC = {"svg.fonttype": "none", "font.size": 8, "axes.titlesize": 9, "axes.grid": True, "grid.alpha": 0.3}
 
 
+def drawn(text) -> str:
+    """``text`` as matplotlib should draw it: as written. A "$" would start TeX math (and a name that is not valid
+    TeX would stop the report), so it is escaped; everything else is plain text to matplotlib already."""
+    return str(text).replace("$", r"\$")
+
+
 def numel(shape) -> int:
     if not isinstance(shape, (list, tuple)):
         return 1
@@ -134,7 +140,7 @@ def kernel_plot(kernel: str, records: list[dict]) -> str:
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.yaxis.set_minor_formatter(NullFormatter())
             failed = sum(not r.get("passed") for r in subset)
-            ax.set_title(f"{gate}: {len(subset)} records" + (f", {failed} failed" if failed else ""))
+            ax.set_title(drawn(f"{gate}: {len(subset)} records" + (f", {failed} failed" if failed else "")))
             ax.set_xlabel("elements in output")
             ax.set_ylabel("measured")
         for ax in list(axes.flat)[len(gates):]:
@@ -143,7 +149,7 @@ def kernel_plot(kernel: str, records: list[dict]) -> str:
                    Line2D([], [], marker="o", ls="", color=PASS_COLOR, label="pass"),
                    Line2D([], [], marker="o", ls="", color=FAIL_COLOR, label="fail")]
         handles += [Line2D([], [], marker=ARM_MARKERS.get(a, "o"), ls="", color="#374151",
-                           label="no arm" if a == "None" else f"arm {a}") for a in sorted(arms_seen)]
+                           label="no arm" if a == "None" else drawn(f"arm {a}")) for a in sorted(arms_seen)]
         # The kernel's name is the figure's caption in the page, not a title here.
         fig.legend(handles=handles, loc="outside upper center", ncol=min(len(handles), 3 * columns), frameon=False)
         return to_svg(fig, f"kernel:{kernel}")
@@ -170,7 +176,7 @@ def perf_plot(records: list[dict]) -> str:
         fig, (left, right) = plt.subplots(1, 2, figsize=(9, height), sharey=True, layout="constrained")
         ys = range(len(records))
         left.barh(ys, pct, color=PASS_COLOR)
-        left.set_yticks(list(ys), labels)
+        left.set_yticks(list(ys), [drawn(label) for label in labels])
         left.invert_yaxis()
         left.set_xlabel("% of measured copy bandwidth")
         right.barh(ys, changes, color=colors)

@@ -24,7 +24,7 @@ def results_path() -> Path:
 def _jsonable(value: Any) -> Any:
     """Floats that JSON cannot hold (nan, inf) become strings; tuples become lists."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return repr(value)
+        return repr(float(value))  # "nan", "inf", "-inf" (a NumPy float's repr is "np.float64(nan)")
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -49,13 +49,27 @@ def read_records(path: Path | None = None) -> Iterator[dict[str, Any]]:
     path = Path(path) if path is not None else results_path()
     if not path.exists():
         return
-    with path.open() as handle:
-        for number, line in enumerate(handle, 1):
+    with path.open(encoding="utf-8", errors="strict") as handle:
+        for number, line in _lines(handle, path):
             if line.strip():
                 try:
-                    yield json.loads(line)
+                    record = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise ValueError(f"{path}:{number}: not a JSON record ({exc})") from exc
+                from reports.results import check_record  # (results imports this module)
+
+                check_record(record, f"{path}:{number}")
+                yield record
+
+
+def _lines(handle, path: Path):
+    """(line number, line) of ``handle``; a byte that is not UTF-8 is an error naming the file and line."""
+    number = 0
+    try:
+        for number, line in enumerate(handle, 1):
+            yield number, line
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}:{number + 1}: not UTF-8 text ({exc})") from None
 
 
 def reset(path: Path | None = None) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -74,7 +75,7 @@ def margin(record: dict) -> tuple[str, str]:
         return "-inf", sort_value(-math.inf)
     diff = threshold - measured
     text = fmt(diff)
-    if threshold > 0 and math.isfinite(threshold):
+    if threshold > 0 and math.isfinite(threshold) and math.isfinite(headroom):  # (a tiny threshold: no percent)
         # Percent rounded half up, as the page's script rounds it (Math.round).
         percent = math.floor(100.0 * abs(headroom) + 0.5)
         text += f" ({percent}% left)" if diff >= 0 else f" ({percent}% over)"
@@ -97,9 +98,14 @@ def gate_row(r: dict, ref: int) -> dict:
         "measured": fmt(r.get("measured")), "threshold": fmt(r.get("threshold")), "margin": margin_text,
         "test_id": r.get("test_id") or "", "ref": ref, "derivation": str(r.get("derivation") or ""),
         "detail": r.get("detail") or "",
-        "worst": (f"index {tuple(worst.get('index') or ())}: got {fmt(worst.get('actual'))}, "
+        "worst": (f"index {_index_text(worst.get('index'))}: got {fmt(worst.get('actual'))}, "
                   f"expected {fmt(worst.get('expected'))}") if isinstance(worst, dict) else "",
     }
+
+
+def _index_text(index: Any) -> str:
+    """A worst element's index as written: a tuple for a list of coordinates, else the value itself."""
+    return str(tuple(index)) if isinstance(index, (list, tuple)) else str(index if index is not None else ())
 
 
 def _compact(value: Any) -> float | int | str | None:
@@ -324,8 +330,19 @@ def render(results: dict) -> str:
 
 
 def render_file(results_path: Path | str, html_path: Path | str) -> Path:
+    """Render ``results_path`` to ``html_path``: rendered first, then written beside it and moved into place, so
+    the path holds either the old report or the whole new one (ValueError naming the path when it cannot)."""
     html_path = Path(html_path)
-    html_path.write_text(render(load_results(results_path)), encoding="utf-8")
+    text = render(load_results(results_path))
+    if not html_path.parent.is_dir():
+        raise ValueError(f"{html_path}: its folder {html_path.parent} does not exist")
+    temp = html_path.with_name(f".{html_path.name}.tmp")
+    try:
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, html_path)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise ValueError(f"{html_path}: cannot write the report ({exc.strerror or exc})") from None
     return html_path
 
 

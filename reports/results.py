@@ -19,7 +19,10 @@ from typing import Any, Iterable
 from reports.recorder import SCHEMA_VERSION as RECORD_SCHEMA
 
 RESULTS_SCHEMA = 2
-KINDS = ("environment", "gate", "finding", "test", "property", "perf", "mutant")
+KINDS = ("environment", "canary", "gate", "finding", "test", "property", "perf", "mutant")
+# The fields a verdict or a count is read from: a value of another type would be read as something else (the
+# string "false" is truthy), so a record holding one is refused, not counted.
+_BOOLEAN_FIELDS = {"gate": ("passed",), "perf": ("regressed",), "mutant": ("killed",)}
 # pytest exit codes that mean the run itself is fine (0: all passed). 5 (nothing
 # collected) is a failure: a gate that checked nothing must not pass.
 PYTEST_OK = (0,)
@@ -40,6 +43,23 @@ def number(value: Any) -> float | None:
     return None
 
 
+def check_record(record: Any, where: str) -> dict:
+    """``record`` if it is one the summary can count, else ValueError naming ``where`` (a file:line or an index):
+    a JSON object of a known ``kind`` (an unknown kind would be dropped from every count, a failure with it),
+    whose gate records name their gate and whose verdict fields are true or false."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: not a record (a JSON object), got {type(record).__name__}")
+    kind = record.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"{where}: a record's kind must be one of {KINDS}, got {kind!r}")
+    if kind == "gate" and not isinstance(record.get("gate"), str):
+        raise ValueError(f"{where}: a gate record must name its gate, got {record.get('gate')!r}")
+    for name in _BOOLEAN_FIELDS.get(kind, ()):
+        if name in record and not isinstance(record[name], bool):
+            raise ValueError(f"{where}: {kind} record field {name!r} must be true or false, got {record[name]!r}")
+    return record
+
+
 def of_kind(records: Iterable[dict], kind: str) -> list[dict]:
     return [r for r in records if r.get("kind") == kind]
 
@@ -54,6 +74,7 @@ def totals(records: list[dict]) -> dict[str, Any]:
     mutants = [m for m in of_kind(records, "mutant") if m.get("status") != "left_out"]  # the ones that ran
     outcomes = Counter(t.get("outcome") for t in tests)
     killed = sum(bool(m.get("killed")) for m in mutants)
+    statuses = Counter(m.get("status") for m in mutants)
     return {
         "gates": {"total": len(gates), "passed": sum(bool(g.get("passed")) for g in gates),
                   "failed": sum(not g.get("passed") for g in gates)} if gates else None,
@@ -62,12 +83,22 @@ def totals(records: list[dict]) -> dict[str, Any]:
         if tests else None,
         "properties": {"total": len(props), "failed": sum(p.get("outcome") in FAILED_OUTCOMES for p in props),
                        "passed": sum(p.get("outcome") == "passed" for p in props),
-                       "examples": sum(int(p.get("examples") or 0) for p in props)} if props else None,
+                       "examples": sum(_count(p.get("examples")) for p in props)} if props else None,
         "perf": {"total": len(perf), "regressed": sum(bool(p.get("regressed")) for p in perf)} if perf else None,
-        "mutants": {"total": len(mutants), "killed": killed, "survived": len(mutants) - killed,
+        # survived: the tests passed with the mutant in; stale (its code moved) and error (nothing ran, or its
+        # killers fail unmutated) are neither kills nor survivals, counted apart
+        "mutants": {"total": len(mutants), "killed": killed,
+                    "survived": sum(not m.get("killed") and m.get("status") in (None, "survived") for m in mutants),
+                    "stale": statuses.get("stale", 0), "error": statuses.get("error", 0),
                     "score": killed / len(mutants), "left_out": left_out} if mutants else None,
         "findings": len(of_kind(records, "finding")),
     }
+
+
+def _count(value: Any) -> int:
+    """A count field (Hypothesis's examples): a whole number, else 0 (nan / inf written as strings count nothing)."""
+    v = number(value)
+    return int(v) if v is not None and math.isfinite(v) else 0
 
 
 def verdict_reasons(records: list[dict], pytest_status: int | None, comparison: dict | None) -> list[str]:
@@ -100,9 +131,10 @@ def build_results(records: list[dict], pytest_status: int | None = None,
     if pytest_status is not None and not isinstance(pytest_status, int):
         raise TypeError(f"pytest_status must be an int or None, got {pytest_status!r}")
     records = list(records)
+    if not records:
+        raise ValueError("no records (did the pytest run start?)")
     for i, r in enumerate(records):
-        if not isinstance(r, dict) or "kind" not in r:
-            raise ValueError(f"records[{i}] is not a record (a dict with a 'kind'): {r!r:.80}")
+        check_record(r, f"records[{i}]")
     reasons = verdict_reasons(records, pytest_status, comparison)
     return {
         "schema": RESULTS_SCHEMA,
@@ -122,19 +154,27 @@ def upgrade(results: dict[str, Any]) -> dict[str, Any]:
     """A results document in the current schema (older ones are rebuilt from their records)."""
     if not isinstance(results, dict) or not isinstance(results.get("records"), list):
         raise ValueError("not a results document: expected an object with a 'records' list")
-    if results.get("schema") == RESULTS_SCHEMA:
-        return results
-    # Schema 1 (the first summary) had no verdict; pytest's status was not stored.
-    return build_results(results["records"], pytest_status=results.get("pytest_status"),
-                         comparison=results.get("comparison"))
+    # Every schema is rebuilt from its records (schema 1, the first summary, had no verdict): the verdict, totals and
+    # counts are derived fields, and a document is only trusted as far as its records are valid.
+    comparison = results.get("comparison")
+    if comparison is not None and not isinstance(comparison, dict):
+        raise ValueError(f"comparison must be an object or null, got {type(comparison).__name__}")
+    status = results.get("pytest_status")
+    if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
+        raise ValueError(f"pytest_status must be an int or null, got {status!r}")
+    return build_results(results["records"], pytest_status=status, comparison=comparison)
 
 
 def load_results(path: Path | str) -> dict[str, Any]:
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"{path}: no such results file") from None
+    except OSError as exc:  # a folder, no permission
+        raise ValueError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc})") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON ({exc})") from exc
     try:
@@ -146,7 +186,7 @@ def load_results(path: Path | str) -> dict[str, Any]:
 def jsonable(value: Any) -> Any:
     """JSON has no nan/inf: write them as the strings the recorder uses ("nan", "inf", "-inf")."""
     if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
+        return repr(float(value))  # "nan", "inf", "-inf" (a NumPy float's repr is "np.float64(nan)")
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

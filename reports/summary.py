@@ -40,12 +40,13 @@ def print_summary(results: dict, out: Path, html: Path | None, stream=None) -> N
     say(f"\nmlxgate summary  device={env.get('device')} backend={env.get('mlx_backend')} mlx={env.get('mlx')} "
         f"profile={env.get('profile')} commit={(git.get('commit') or '?')[:12]}{'+dirty' if git.get('dirty') else ''}")
     for name, status in (env.get("arms") or {}).items():
-        say(f"  arm {name:6s} {'ran' if status['available'] else 'skipped'}: {status['reason']}")
+        status = status if isinstance(status, dict) else {}
+        say(f"  arm {str(name):6s} {'ran' if status.get('available') else 'skipped'}: {status.get('reason', '')}")
     width = max([28] + [len(str(row["kernel"])) for row in results["by_kernel_gate"]])
     if results["by_kernel_gate"]:
         say(f"  {'kernel':{width}s} {'gate':12s} {'verdict':7s} count")
     for row in results["by_kernel_gate"]:
-        say(f"  {row['kernel']:{width}s} {row['gate']:12s} {row['verdict']:7s} {row['count']}")
+        say(f"  {str(row['kernel']):{width}s} {str(row['gate']):12s} {row['verdict']:7s} {row['count']}")
     t = results["totals"]
     gates = t["gates"] or {"passed": 0, "failed": 0}
     parts = [f"gates: {gates['passed']} passed, {gates['failed']} failed"]
@@ -93,18 +94,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="an earlier run's results.json: report moved gates, new failures, perf changes")
     parser.add_argument("--no-html", action="store_true", help="write results.json only")
     args = parser.parse_args(argv)
+    html = args.out / "index.html"
     try:
         old = load_results(args.compare) if args.compare else None
-        if not (args.out / "results.jsonl").is_file():
-            raise ValueError(f"{args.out / 'results.jsonl'}: no records (did the pytest run start?)")
-        records = list(read_records(args.out / "results.jsonl"))
-    except ValueError as exc:
+        source = args.out / "results.jsonl"
+        if not source.is_file():
+            raise ValueError(f"{source}: no records (did the pytest run start?)")
+        records = list(read_records(source))
+        if not records:
+            raise ValueError(f"{source}: no records (did the pytest run start?)")
+        results = summarize(records, args.pytest_status, old)
+        dump_results(results, args.out / "results.json")
+        if not args.no_html:
+            render.render_file(args.out / "results.json", html)
+    except (OSError, TypeError, ValueError) as exc:
+        # An earlier run's report must not stand beside this run's results: it would show another verdict.
+        html.unlink(missing_ok=True)
         print(f"reports.summary: {exc}", file=sys.stderr)
         return 2
-    results = summarize(records, args.pytest_status, old)
-    dump_results(results, args.out / "results.json")
-    html = None if args.no_html else render.render_file(args.out / "results.json", args.out / "index.html")
-    print_summary(results, args.out, html)
+    print_summary(results, args.out, None if args.no_html else html)
     return 1 if results["verdict"] == "FAIL" else 0
 
 

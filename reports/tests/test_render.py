@@ -174,7 +174,8 @@ def test_results_document_fields():
     t = results["totals"]
     assert t["gates"] == {"total": 20, "passed": 20, "failed": 0}
     assert t["perf"] == {"total": 2, "regressed": 1}
-    assert t["mutants"] == {"total": 2, "killed": 1, "survived": 1, "score": 0.5, "left_out": 1}
+    assert t["mutants"] == {"total": 2, "killed": 1, "survived": 1, "stale": 0, "error": 0, "score": 0.5,
+                            "left_out": 1}
     assert t["properties"]["failed"] == 1
     assert build_results(fixtures.all_pass())["totals"]["mutants"] is None  # absent, not zero
 

@@ -1,0 +1,116 @@
+"""What the summary and the renderer do with records they cannot count: refuse them, naming the file and line,
+and leave no report of an earlier run beside the new results (audit of session 15)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from reports import plots, render, summary
+from reports.recorder import append_record, read_records
+from reports.results import build_results, load_results, upgrade
+from reports.tests import fixtures
+
+
+def write(out, records) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.jsonl").write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+
+
+def failing_gate(**changes) -> dict:
+    return {**fixtures.gate_record("rope", "graph", "float32", (4,), "max_ulp", 5, 2), **changes}
+
+
+BAD_LINES = [
+    ("no kind", {"schema": 1, "test_id": "x"}, "kind must be one of"),
+    ("not an object", [1, 2], "not a record"),
+    ("unknown kind", {**failing_gate(), "kind": "Gate"}, "kind must be one of"),
+    ("no gate name", {k: v for k, v in failing_gate().items() if k != "gate"}, "must name its gate"),
+    ("passed as a string", failing_gate(passed="false"), "'passed' must be true or false"),
+    ("regressed as a number", {"schema": 1, "kind": "perf", "regressed": 1}, "'regressed' must be true or false"),
+]
+
+
+@pytest.mark.parametrize("record, words", [c[1:] for c in BAD_LINES], ids=[c[0] for c in BAD_LINES])
+def test_a_record_that_cannot_be_counted_is_refused_by_file_and_line(tmp_path, capsys, record, words):
+    out = tmp_path / "out"
+    write(out, [fixtures.environment(), record])
+    (out / "index.html").write_text("<title>mlxgate PASS</title>")  # an earlier run's report
+    assert summary.main([str(out), "--pytest-status", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'results.jsonl'}:2:" in err and words in err
+    assert not (out / "index.html").exists(), "an earlier run's report must not stand beside this run's results"
+
+
+def test_an_empty_results_file_is_no_run(tmp_path, capsys):
+    out = tmp_path / "out"
+    write(out, [])
+    assert summary.main([str(out), "--pytest-status", "0"]) == 2
+    assert "no records" in capsys.readouterr().err
+
+
+def test_names_with_dollars_are_drawn_as_written(tmp_path):
+    out = tmp_path / "out"
+    gate = failing_gate(arm="cuda$\\frac{$", kernel="k$1$")
+    perf = {"schema": 1, "kind": "perf", "benchmark": "decode $\\frac{$", "arm": "x", "shape": [1], "median_s": 1e-3,
+            "gbps": 1.0, "pct_copy_bw": 10.0, "regressed": False}
+    write(out, [fixtures.environment(), gate, perf])
+    assert summary.main([str(out), "--pytest-status", "0"]) == 1  # the gate fails: FAIL, and a report
+    html = (out / "index.html").read_text()
+    assert "cuda$\\frac{$" in html and "decode $\\frac{$" in html
+    assert plots.drawn("a$b") == "a\\$b"
+
+
+def test_odd_but_legal_values_render(tmp_path):
+    records = [fixtures.environment(),
+               failing_gate(worst={"index": 3, "actual": 1.0, "expected": 0.0}),
+               failing_gate(measured=1.0, threshold=5e-324),  # the ratio overflows a float
+               {"schema": 1, "kind": "property", "nodeid": "p::t", "outcome": "passed", "examples": "nan"}]
+    results = build_results(records, pytest_status=0)
+    assert results["totals"]["properties"]["examples"] == 0
+    html = render.render(results)
+    assert "index 3: got" in html
+
+
+def test_a_numpy_nan_is_recorded_as_the_recorders_string(tmp_path):
+    path = tmp_path / "r.jsonl"
+    append_record({"kind": "gate", "gate": "max_ulp", "passed": False, "measured": np.float64("nan"),
+                   "threshold": np.float32("inf")}, path)
+    (record,) = read_records(path)
+    assert (record["measured"], record["threshold"]) == ("nan", "inf")
+
+
+def test_stale_and_error_mutants_are_not_survivors():
+    def mutant(name, status):
+        return {"schema": 1, "kind": "mutant", "name": name, "status": status, "killed": status == "killed",
+                "killed_by": None, "detail": f"why {name}", "seconds": 1.0, "diff": ""}
+
+    records = [fixtures.environment(), mutant("a", "killed"), mutant("b", "stale"), mutant("c", "error"),
+               mutant("d", "survived")]
+    totals = build_results(records)["totals"]["mutants"]
+    assert (totals["killed"], totals["survived"], totals["stale"], totals["error"]) == (1, 1, 1, 1)
+    html = render.render(build_results(records))
+    for text in ("STALE", "ERROR", "SURVIVED", "why b", "why c"):
+        assert text in html
+
+
+def test_a_results_document_is_rederived_from_its_records():
+    claimed = {"schema": 2, "verdict": "PASS", "reasons": [], "records": [fixtures.environment(), failing_gate()]}
+    assert upgrade(claimed)["verdict"] == "FAIL"
+    with pytest.raises(ValueError, match="records"):
+        upgrade({"schema": 2, "records": [1]})
+
+
+def test_files_that_cannot_be_read_or_written_are_named(tmp_path, capsys):
+    with pytest.raises(ValueError, match="cannot read it"):
+        load_results(tmp_path)  # a folder
+    (tmp_path / "bad.json").write_bytes(b"\xff\xfe")
+    with pytest.raises(ValueError, match="not UTF-8"):
+        load_results(tmp_path / "bad.json")
+    out = tmp_path / "out"
+    write(out, [fixtures.environment(), *fixtures.gates(3)])
+    assert summary.main([str(out), "--pytest-status", "0", "--no-html"]) == 0
+    assert render.main([str(out / "results.json"), "-o", str(tmp_path / "no" / "such" / "x.html")]) == 2
+    assert "does not exist" in capsys.readouterr().err
