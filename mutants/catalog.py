@@ -540,6 +540,12 @@ CATALOG: tuple[Mutant, ...] = (
         (code(MASKS, "mask = mask & (queries < keys + window)", "mask = mask & (queries <= keys + window)"),),
         ("parity/test_masks.py::test_create_causal_mask_matches_oracle",)),
     Mutant(
+        "bidirectional_mask_one_way",
+        "an image token sees every key, not only the other image tokens (bidir[:, None] twice: the transpose lost)",
+        "masks",
+        (code(MASKS, "(bidir[:, None] & bidir[None, :])", "(bidir[:, None] & bidir[:, None])"),),
+        ("parity/test_masks.py::test_bidirectional_mask_matches_oracle",)),
+    Mutant(
         "batched_mask_left_pad_off_by_one",
         "a row's first real key is hidden with its left padding (keys > left_pad instead of >=)",
         "masks",
