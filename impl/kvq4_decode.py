@@ -105,8 +105,8 @@ block chosen from N, KVH and the device's compute units (commits 5f84e26 ..
 default block (bf16, ms per call; new / this kernel at block 512):
 16/8/D256/N128k 0.686 / 0.594 (+15%), 8/1/D256/N32k 0.132 / 0.110 (+20%);
 only 32/8/D256/N32k gained (0.300 / 0.315; 0.275 at block 128). Record:
-``perf/runs/2026-11-29-h200-issue10/kvq4-out/kvq4.txt`` (script ``kvq4.sh``
-beside it). Why it lost was not profiled: a retry should start from a
+``perf/runs/2026-11-29-h200-issue10/kvq4-out/kvq4.txt`` (script
+``perf/runs/2026-11-29-h200-issue10/kvq4.sh``). Why it lost was not profiled: a retry should start from a
 profile of both kernels at N128k (the rewrite is in git history at 013596e).
 
 One KV head (8/1/D256/N32k, issue 10's unmet 3x; ``perf/runs/2026-11-30-h200-session11``, calls S1-S3, every variant
