@@ -21,7 +21,9 @@ from __future__ import annotations
 import ast
 import json
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -384,3 +386,19 @@ def test_bad_profile_or_a_missing_gpu_is_a_usage_error(monkeypatch, capsys):
     monkeypatch.setattr(arms, "gpu_available", lambda: False)
     assert cli.main([name, "--device", "gpu", "--no-record"]) == 2
     assert "no GPU backend" in capsys.readouterr().err
+
+
+def test_stopping_the_runner_kills_its_inner_runs():
+    # python -m mutants turns SIGTERM into this (then KeyboardInterrupt): inner pytest runs live in their own
+    # sessions, so without it a cancelled CI job left them running and their temporary copies on disk.
+    from mutants import runner
+
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    runner.LIVE.add(process)
+    try:
+        runner.stop_live_runs()
+        assert process.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        runner.LIVE.discard(process)
+        if process.poll() is None:
+            process.kill()

@@ -14,11 +14,12 @@ is printed.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
 from .catalog import CATALOG, by_name
-from .runner import DEFAULT_TIMEOUT, REPO_ROOT, rotation, run_catalog
+from .runner import DEFAULT_TIMEOUT, REPO_ROOT, rotation, run_catalog, stop_live_runs
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -63,6 +64,12 @@ def main(argv=None) -> int:
         return 0
     if args.rotate:
         mutants = rotation(mutants, args.rotate, args.rotate_key)
+
+    def stop(signum, _frame):  # SIGTERM (a CI cancel) as Ctrl-C: the inner runs die, the copies are removed
+        stop_live_runs()
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         report = run_catalog(mutants, root=REPO_ROOT, python=args.python, device=args.device, arm=args.arm,
                              profile=args.profile, workers=args.workers, timeout=args.timeout,
@@ -71,6 +78,10 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"python -m mutants: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        print(f"python -m mutants: stopped ({exc or 'interrupted'}); inner runs killed, copies removed",
+              file=sys.stderr)
+        return 130
     for result in report.results:
         if result.status == "survived":
             print(f"\nSURVIVED {result.mutant.name}: {result.mutant.idea}\n"

@@ -60,7 +60,7 @@ from .pytest_plugin import OUTCOMES_ENV, PARENT_ENV
 __all__ = [
     "REPO_ROOT", "CleanCheck", "MutantResult", "PytestRun", "Report", "StaleMutant", "apply_mutant", "copy_tree",
     "expand_tests", "mutant_diff", "mutant_record", "mutated_files", "rotation", "run_catalog", "run_pytest",
-    "selects", "tree_files",
+    "selects", "stop_live_runs", "tree_files",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -205,6 +205,7 @@ def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=tree, env=_child_env(tree, outcomes, profile, root),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    LIVE.add(process)
     timed_out = False
     try:
         output, _ = process.communicate(timeout=timeout)
@@ -212,6 +213,8 @@ def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable
         timed_out = True
         os.killpg(process.pid, signal.SIGKILL)  # the group this call started: pytest and any xdist workers
         output, _ = process.communicate()
+    finally:
+        LIVE.discard(process)
     seconds = time.perf_counter() - start
     text = output.decode(errors="replace")
     if timed_out or not outcomes.exists():
@@ -219,6 +222,19 @@ def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable
     data = json.loads(outcomes.read_text())
     return PytestRun(data["exitstatus"], data["passed"], data["failed"], data["skipped"], data["failed_ids"],
                      seconds, text)
+
+
+LIVE: set = set()  # inner pytest processes running now (their own sessions: a signal to us does not reach them)
+
+
+def stop_live_runs() -> None:
+    """Kill every running inner pytest's process group (the runner was told to stop: SIGTERM / SIGINT). Each
+    waiting call then returns, and its temporary copy is removed as its ``with`` block unwinds."""
+    for process in list(LIVE):
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _summary_line(output: str, nodeid: str | None) -> str:
