@@ -152,10 +152,10 @@ def test_kl_matches_closed_form_and_fails_a_shifted_distribution(recorded):
     gate.kl(ref, ref + 3.0, limit=1e-12, why="softmax is shift invariant: KL is 0 up to float64 rounding")
 
 
-def test_kl_rejects_mismatched_shapes(recorded):
-    gate, _ = recorded
-    with pytest.raises(ValueError, match="ref_logits"):
-        gate.kl(np.zeros((2, 3)), np.zeros((2, 4)), limit=1, why="x")
+def test_kl_fails_mismatched_shapes(recorded):
+    gate, records = recorded
+    failure = _failing(lambda: gate.kl(np.zeros((2, 3)), np.zeros((2, 4)), limit=1, why="x"))
+    assert "shape (2, 4) != expected (2, 3)" in str(failure) and records[-1]["passed"] is False
 
 
 # --- error_ratio -----------------------------------------------------------------------
@@ -224,3 +224,41 @@ def test_gate_fixture_writes_the_results_file(tmp_path, monkeypatch, make_gate):
     gate.equal(np.array([1]), np.array([1]))
     (record,) = list(recorder.read_records(path))
     assert record["gate"] == "equal" and record["schema"] == recorder.SCHEMA_VERSION
+
+
+# --- shapes, empty inputs, findings (session 15's audit) -----------------------------------------------
+
+SHAPE_MISMATCHES = {
+    "max_ulp": lambda g: g.max_ulp(np.zeros(3, np.float32), np.zeros(4), ulps=1, why="x"),
+    "nmse": lambda g: g.nmse(np.zeros(3, np.float32), np.zeros(4), limit=1e-3, why="x"),
+    "kl": lambda g: g.kl(np.zeros((2, 3)), np.zeros((3, 2), np.float32), limit=1, why="x"),
+    "error_ratio": lambda g: g.error_ratio(np.zeros(3, np.float32), np.zeros(4), np.zeros(3, np.float32)),
+    "error_ratio baseline": lambda g: g.error_ratio(np.zeros(3, np.float32), np.zeros(3), np.zeros(4, np.float32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE_MISMATCHES))
+def test_a_shape_mismatch_is_a_recorded_failure(recorded, name):
+    # every gate call, pass or fail, leaves one record: a mismatch must not vanish from the report's counts
+    gate, records = recorded
+    failure = _failing(lambda: SHAPE_MISMATCHES[name](gate))
+    assert "shape" in str(failure)
+    assert len(records) == 1 and records[0]["passed"] is False and records[0]["measured"] == float("inf")
+
+
+def test_kl_of_no_rows_passes_and_an_empty_vocabulary_is_refused(recorded):
+    gate, records = recorded
+    assert gate.kl(np.zeros((0, 5)), np.zeros((0, 5), np.float32), limit=1, why="x")["passed"]
+    with pytest.raises(ValueError, match="vocabulary"):
+        gate.kl(np.zeros((2, 0)), np.zeros((2, 0), np.float32), limit=1, why="x")
+
+
+def test_a_finding_keeps_array_evidence_and_refuses_unknown_context(recorded, tmp_path):
+    from reports.recorder import append_record, read_records
+
+    gate, records = recorded
+    record = gate.finding("x", {"a": np.array([1, 2]), "b": np.float32(3), "c": mx.array([0.5])})
+    append_record(record, tmp_path / "r.jsonl")
+    assert next(read_records(tmp_path / "r.jsonl"))["evidence"] == {"a": [1, 2], "b": 3.0, "c": [0.5]}
+    with pytest.raises(ValueError, match="unknown finding context"):
+        gate.finding("x", {}, bogus=1)

@@ -133,6 +133,7 @@ class Gate:
         a = metrics.to_numpy(actual, name="actual")
         dtype = dtype or metrics.dtype_name(a.dtype)
         _require_threshold("ulps", ulps, why)
+        self._same_shape("max_ulp", a, expected, ulps, why, dtype=dtype, **context)
         measured, worst = metrics.max_ulp(a, expected, dtype)
         return self._record("max_ulp", a, measured=measured, threshold=ulps, derivation=why,
                             passed=measured <= ulps, worst=worst, dtype=dtype, **context)
@@ -140,6 +141,7 @@ class Gate:
     def nmse(self, actual, expected, *, limit: float, why: str, **context: Any) -> dict[str, Any]:
         _require_threshold("limit", limit, why)
         a = metrics.to_numpy(actual, name="actual")
+        self._same_shape("nmse", a, expected, limit, why, **context)
         bad = metrics.nonfinite_mismatch(a, expected)
         if bad:
             return self._nonfinite("nmse", a, bad, limit, why, **context)
@@ -152,8 +154,14 @@ class Gate:
         """max over rows of KL(softmax(ref) || softmax(test))."""
         _require_threshold("limit", limit, why)
         t = metrics.to_numpy(test_logits, name="test_logits")
+        self._same_shape("kl", t, ref_logits, limit, why, **context)
+        if t.ndim == 0 or t.shape[-1] == 0:
+            raise ValueError(f"test_logits must have a non-empty last (vocabulary) axis, got shape {t.shape}")
         per_row = metrics.kl_divergence(ref_logits, t)
         per_row = np.atleast_1d(per_row)
+        if per_row.size == 0:  # no rows: nothing can differ
+            return self._record("kl", t, measured=0.0, threshold=limit, derivation=why, passed=True,
+                                detail="no rows", **context)
         i = int(np.nanargmax(np.where(np.isnan(per_row), np.inf, per_row)))
         measured = float(per_row.flat[i]) if not np.isnan(per_row.flat[i]) else float("inf")
         worst = metrics.Mismatch(tuple(int(v) for v in np.unravel_index(i, per_row.shape)), measured, 0.0)
@@ -171,6 +179,10 @@ class Gate:
         """
         a = metrics.to_numpy(actual, name="actual")
         dtype = dtype or metrics.dtype_name(a.dtype)
+        self._same_shape("error_ratio", a, reference, float("nan"), why or "error ratio", dtype=dtype, **context)
+        if metrics.to_numpy(baseline, name="baseline").shape != a.shape:
+            self._same_shape("error_ratio", metrics.to_numpy(baseline, name="baseline"), a, float("nan"),
+                             why or "error ratio", dtype=dtype, what="baseline", **context)
         bad = metrics.nonfinite_mismatch(a, reference)
         if floor is None:
             floor = metrics.rounding_noise_floor(reference, dtype)
@@ -188,6 +200,9 @@ class Gate:
         """Record a fact established about MLX itself (not a pass/fail gate)."""
         if not title:
             raise ValueError("title must name the finding")
+        unknown = set(context) - {"kernel", "arm"}
+        if unknown:
+            raise ValueError(f"unknown finding context {sorted(unknown)}; use kernel=, arm=")
         record = {"kind": "finding", "test_id": self.test_id, "title": title, "evidence": evidence,
                   "kernel": context.get("kernel", self.kernel), "arm": context.get("arm", self.arm),
                   "time": time.time()}
@@ -195,6 +210,14 @@ class Gate:
         return record
 
     # --- plumbing ---------------------------------------------------------
+
+    def _same_shape(self, gate: str, a: np.ndarray, expected, threshold: float, why: str, *, what: str = "expected",
+                    **context: Any) -> None:
+        """A shape mismatch is a failed gate, recorded like any other failure (measured inf), not a bare error."""
+        e = metrics.to_numpy(expected, name=what)
+        if a.shape != e.shape:
+            self._record(gate, a, measured=float("inf"), threshold=threshold, derivation=why, passed=False,
+                         detail=f"shape {a.shape} != {what} {e.shape}", **context)
 
     def _nonfinite(self, gate: str, a: np.ndarray, bad: metrics.Mismatch, threshold: float, why: str,
                    **context: Any) -> dict[str, Any]:

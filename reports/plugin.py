@@ -41,6 +41,7 @@ from reports.recorder import append_record
 
 STATS_KEY = pytest.StashKey[list]()
 FAILURE_KEY = pytest.StashKey[dict]()
+XFAILED_KEY = pytest.StashKey[bool]()  # the call failed as its xfail mark expected
 MESSAGE_CHARS = 4000  # the tail of a failure's report kept in the record: the assertion is at the end
 GENERATION_PHASES = ("explicit", "reuse", "generate", "target")
 BLOB_RE = re.compile(r"@reproduce_failure\(\s*'([^']+)'\s*,\s*b'([^']+)'\s*\)")
@@ -102,8 +103,11 @@ def pytest_runtest_call(item):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.when == "call" and report.failed and call.excinfo is not None:
+    # An expected failure (xfail) reaches here already turned into a skip: its falsifying example is kept all the same.
+    xfailed = report.when == "call" and report.skipped and hasattr(report, "wasxfail")
+    if report.when == "call" and (report.failed or xfailed) and call.excinfo is not None:
         item.stash[FAILURE_KEY] = hypothesis_failure(item, call.excinfo.value)
+        item.stash[XFAILED_KEY] = xfailed
     if report.when == "teardown":
         stats = item.stash.get(STATS_KEY, None)
         failure = item.stash.get(FAILURE_KEY, None)
@@ -112,7 +116,9 @@ def pytest_runtest_makereport(item, call):
 
 
 def _final_outcome(item) -> str:
-    return "failed" if item.stash.get(FAILURE_KEY, None) is not None else "passed"
+    if item.stash.get(FAILURE_KEY, None) is None:
+        return "passed"
+    return "xfailed" if item.stash.get(XFAILED_KEY, False) else "failed"
 
 
 def _notes(exc: BaseException) -> list[str]:
@@ -257,7 +263,7 @@ class Progress:
         state = self.pending.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "when": None,
                                                         "skip_reason": None, "message": None})
         state["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
-        if report.when == "call" and hasattr(report, "wasxfail"):
+        if report.when in ("setup", "call") and hasattr(report, "wasxfail"):  # (setup: an xfail whose fixture failed)
             state["outcome"] = "xfailed" if report.skipped else "xpassed"
         elif report.skipped and state["outcome"] == "passed":
             state.update(outcome="skipped", skip_reason=skip_reason(report), when=report.when)

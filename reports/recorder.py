@@ -29,7 +29,9 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+    if hasattr(value, "tolist") and getattr(value, "ndim", 0):  # an array (NumPy or MLX): its values as a list
+        return _jsonable(value.tolist())
+    if hasattr(value, "item") and callable(value.item):  # a NumPy scalar or 0-d array
         return _jsonable(value.item())
     return value
 
