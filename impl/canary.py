@@ -31,7 +31,7 @@ Command line (the CI canary step)::
 
 prints ``mlxgate metal canary: <status>: <message>`` and exits 0 (passed),
 1 (failed) or 2 (unavailable; 0 with ``--allow-unavailable``, for runners
-where an unusable Metal is the expected outcome). Under GitHub Actions it
+where an unusable Metal is the expected outcome); a bad command line exits 64. Under GitHub Actions it
 also emits an annotation, so the verdict shows on the run's summary page.
 """
 
@@ -54,6 +54,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_PASSED",
     "EXIT_UNAVAILABLE",
+    "EXIT_USAGE",
     "N",
     "STATUSES",
     "THREADGROUP",
@@ -73,6 +74,7 @@ STATUSES = ("passed", "failed", "unavailable", "not_run")
 N = 4096  # threads: 16 threadgroups, enough to catch a device that runs only the first group
 THREADGROUP = 256
 EXIT_PASSED, EXIT_FAILED, EXIT_UNAVAILABLE = 0, 1, 2
+EXIT_USAGE = 64  # a bad command line (sysexits' EX_USAGE): argparse's own 2 would read as "no Metal device"
 SOURCE = """
     uint i = thread_position_in_grid.x;
     out[i] = inp[i] * 2.0f + float(i);
@@ -243,8 +245,14 @@ def _annotation(result: CanaryResult, allow_unavailable: bool) -> str:
     return f"::{level} title=Metal canary::{text}"
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m impl.canary", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="python -m impl.canary", description=__doc__.splitlines()[0])
     parser.add_argument("--allow-unavailable", action="store_true",
                         help="exit 0 when there is no usable Metal device (hosted runners); a failed kernel still fails")
     parser.add_argument("--json", action="store_true", help="also print the canary record as JSON")

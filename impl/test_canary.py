@@ -199,6 +199,13 @@ def test_cli_exit_codes(monkeypatch, capsys, status, allow, code):
     assert f"mlxgate metal canary: {RESULTS[status]}" in capsys.readouterr().out
 
 
+def test_a_bad_command_line_is_not_read_as_no_device(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        canary.main(["--bogus"])
+    assert exit_.value.code == canary.EXIT_USAGE != canary.EXIT_UNAVAILABLE
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("status,allow,level", [("failed", True, "error"), ("unavailable", True, "notice"),
                                                 ("unavailable", False, "error"), ("passed", False, "notice")])
 def test_cli_annotates_under_github_actions(monkeypatch, capsys, tmp_path, status, allow, level):
