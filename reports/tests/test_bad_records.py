@@ -114,3 +114,10 @@ def test_files_that_cannot_be_read_or_written_are_named(tmp_path, capsys):
     assert summary.main([str(out), "--pytest-status", "0", "--no-html"]) == 0
     assert render.main([str(out / "results.json"), "-o", str(tmp_path / "no" / "such" / "x.html")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_failed_gate_of_an_xfailed_test_is_expected():
+    gate = failing_gate(test_id="parity/test_x.py::test_known_gap")
+    xfailed = {"schema": 1, "kind": "test", "nodeid": "parity/test_x.py::test_known_gap", "outcome": "xfailed"}
+    assert build_results([fixtures.environment(), gate, xfailed], pytest_status=0)["verdict"] == "PASS"
+    assert build_results([fixtures.environment(), gate], pytest_status=0)["verdict"] == "FAIL"
