@@ -554,6 +554,16 @@ CATALOG: tuple[Mutant, ...] = (
 
     # --- KV cache state ---------------------------------------------------------
     Mutant(
+        "kv_dequantize_swaps_scales_and_biases",
+        "the quantized pool's dequantize hands mx.dequantize the biases as scales and the scales as biases "
+        "(the KV tests' expected rows came from this same wrapper until session 15, so nothing saw it)",
+        "kv.quantization",
+        (code("impl/kv/quantization.py",
+              "return mx.dequantize(packed, scales, biases, group_size=self.group_size, bits=self.bits, mode=MODE)",
+              "return mx.dequantize(packed, biases, scales, group_size=self.group_size, bits=self.bits, mode=MODE)"),),
+        ("parity/test_kv_parity.py::test_quantized_planes_are_mx_quantize_of_the_rows",
+         "properties/test_kv_stateful.py::TestQuantizedRows::runTest")),
+    Mutant(
         "pool_growth_loses_last_block",
         "grow() puts every new block but the last on the free list",
         "kv.pool",

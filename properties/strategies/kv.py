@@ -31,6 +31,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from impl.kv import PagedKVCache, PagedKvRows, Quantization, pool_blocks_for
+from reference import quant as ref_quant
 from reference.metrics import to_numpy
 
 __all__ = [
@@ -110,10 +111,15 @@ def random_kv(seed: int, spec: KvSpec, tokens: int, batch: int = 1) -> tuple[mx.
     return mx.array(k).astype(spec.dtype), mx.array(v).astype(spec.dtype)
 
 
-def stored_rows(spec: KvSpec, rows: mx.array) -> mx.array:
-    """What a cache with ``spec`` returns for ``rows``: themselves, or their quantize -> dequantize."""
+def stored_rows(spec: KvSpec, rows: mx.array):
+    """What a cache with ``spec`` returns for ``rows``: themselves, or their quantize -> dequantize computed by the
+    independent oracle ``reference.quant`` (bit-exact to MLX's; not ``impl.kv.Quantization``, the wrapper the cache
+    itself calls: a model built from it would agree with any bug of it)."""
     q = spec.quantization
-    return rows if q is None else q.dequantize(*q.quantize(rows))
+    if q is None:
+        return rows
+    planes = ref_quant.quantize(to_numpy(rows), group_size=q.group_size, bits=q.bits)
+    return ref_quant.dequantize(*planes, group_size=q.group_size, bits=q.bits)
 
 
 def host_bytes(a: mx.array) -> np.ndarray:
