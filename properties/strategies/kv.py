@@ -111,15 +111,16 @@ def random_kv(seed: int, spec: KvSpec, tokens: int, batch: int = 1) -> tuple[mx.
     return mx.array(k).astype(spec.dtype), mx.array(v).astype(spec.dtype)
 
 
-def stored_rows(spec: KvSpec, rows: mx.array):
+def stored_rows(spec: KvSpec, rows: mx.array) -> mx.array:
     """What a cache with ``spec`` returns for ``rows``: themselves, or their quantize -> dequantize computed by the
     independent oracle ``reference.quant`` (bit-exact to MLX's; not ``impl.kv.Quantization``, the wrapper the cache
-    itself calls: a model built from it would agree with any bug of it)."""
+    itself calls: a model built from it would agree with any bug of it), as an mx.array in the rows' dtype."""
     q = spec.quantization
     if q is None:
         return rows
     planes = ref_quant.quantize(to_numpy(rows), group_size=q.group_size, bits=q.bits)
-    return ref_quant.dequantize(*planes, group_size=q.group_size, bits=q.bits)
+    decoded = ref_quant.dequantize(*planes, group_size=q.group_size, bits=q.bits)
+    return mx.array(decoded.astype(np.float32)).astype(rows.dtype)  # (via float32: exact for every KV dtype)
 
 
 def host_bytes(a: mx.array) -> np.ndarray:
