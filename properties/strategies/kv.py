@@ -11,7 +11,8 @@ Helpers:
 * ``random_kv(seed, spec, tokens, batch=1)``: K [B, H, L, D], V [B, H, L, Dv]
   in the spec's dtype.
 * ``stored_rows(spec, k)``: what a cache must give back for rows ``k``: the
-  rows themselves, or ``mx.dequantize(mx.quantize(k))`` for quantized pools.
+  rows themselves, or for quantized pools their ``mx.dequantize(mx.quantize(k))``, computed by ``reference.quant``
+  (bit-exact to it, and independent of the cache's own wrapper).
 * ``poison_unused_slots(cache)``: replaces every pool slot that is not part of
   the live prefix (free blocks, the unused tail of the last block, slots
   freed by trim) with NaN, functionally (new arrays; views are untouched), so
