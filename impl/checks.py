@@ -27,6 +27,10 @@ def check_scale(scale) -> float:
     """A softmax scale: a finite real number, as a float."""
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
         raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
-    if not math.isfinite(float(scale)):
+    try:
+        finite = math.isfinite(float(scale))
+    except OverflowError:  # an int past float's range
+        finite = False
+    if not finite:
         raise ValueError(f"scale must be finite, got {scale!r}")
     return float(scale)

@@ -17,6 +17,7 @@ first out: a hit does not reorder (a decode step's layers remember one key and h
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 
 __all__ = ["RecentCalls", "array_key", "scalar_key"]
 
@@ -42,9 +43,11 @@ class RecentCalls:
     """The values of the last ``size`` validated keys (module docstring)."""
 
     def __init__(self, size: int):
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+            raise TypeError(f"size must be a positive int, got {type(size).__name__}")
+        if size < 1:
             raise ValueError(f"size must be a positive int, got {size!r}")
-        self._size = size
+        self._size = int(size)
         self._values: dict = {}  # insertion order: the oldest key first
 
     def lookup(self, build) -> tuple:

@@ -167,12 +167,13 @@ def taking_turns(launches: Sequence[Callable[[], object]]) -> Callable[[], objec
 
 
 def check_count(name: str, value, minimum: int) -> int:
-    """``value`` if it is an int (not a bool) >= ``minimum``; else TypeError / ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``value`` as a Python int if it is an int (NumPy's too; not a bool) >= ``minimum``; else TypeError / ValueError
+    naming ``name`` (the rule of ``impl.checks.check_int``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
+    return int(value)
 
 
 def time_call(call: Callable[[], object], *, rounds: int, warmup: int = 1) -> list[float]:

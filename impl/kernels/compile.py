@@ -22,17 +22,18 @@ Kernel names: MLX's CUDA backend caches compiled modules by kernel name alone
 (in memory and as PTX under ``$TMPDIR/mlx/<version>/ptx``), and names carry
 only the template arguments, not the input dtypes or the source. So the name
 given to MLX is ``<spec.name>_<digest>``, the digest covering the preludes, the
-header, the body and the input dtypes (and a launch's dynamic shared memory, when it
-asks for some: MLX opts a kernel into it once, when it first loads the name): a bf16
-call and an f16 call of one spec, or an edited body or prelude, can never pick up each
-other's compiled kernel.
+header, the body, the argument names (their order is the parameters'), the input dtypes, a launch's output dtypes
+and input ranks (``Launch.variant``: MLX renders both into the code), and its dynamic shared memory when it asks
+for some (MLX opts a kernel into it once, when it first loads the name): a bf16 call and an f16 call of one spec,
+two output dtypes, or an edited body or prelude, can never pick up each other's compiled kernel
+(``test_kernel_names.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import mlx.core as mx
@@ -112,9 +113,11 @@ def _digest(*parts: str) -> str:
     return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:10]
 
 
-def kernel_name(spec: KernelSpec, input_dtypes: tuple[mx.Dtype, ...], shared_memory: int = 0) -> str:
-    """The name handed to MLX: unique per prelude, header, body, input dtypes and dynamic shared memory
-    (module docstring).
+def kernel_name(spec: KernelSpec, input_dtypes: tuple[mx.Dtype, ...], shared_memory: int = 0,
+                variant: tuple[str, ...] = ()) -> str:
+    """The name handed to MLX: unique per prelude, header, body, argument names, input dtypes, dynamic shared memory
+    and ``variant`` (a launch's output dtypes and input ranks: MLX renders them into the code it compiles under this
+    name, so two launches differing only there must not share it; module docstring).
 
     The preludes are part of the name because MLX caches compiled kernels by name (the CUDA
     backend on disk too): an edited prelude must never be served a build of the old one. So is a
@@ -123,7 +126,8 @@ def kernel_name(spec: KernelSpec, input_dtypes: tuple[mx.Dtype, ...], shared_mem
     """
     preludes = _preludes_digest(METAL_PRELUDE, CUDA_PRELUDE)
     extra = (f"shared_memory={shared_memory}",) if shared_memory else ()
-    return f"{spec.name}_{_digest(preludes, spec.header, spec.source, *map(str, input_dtypes), *extra)}"
+    names = (",".join(spec.input_names), ",".join(spec.output_names))
+    return f"{spec.name}_{_digest(preludes, spec.header, spec.source, *names, *map(str, input_dtypes), *extra, *variant)}"
 
 
 @lru_cache(maxsize=4)
@@ -132,7 +136,8 @@ def _preludes_digest(metal: str, cuda: str) -> str:
 
 
 @lru_cache(maxsize=None)
-def compiled_kernel(spec: KernelSpec, arm: str, input_dtypes: tuple[mx.Dtype, ...], shared_memory: int = 0):
+def compiled_kernel(spec: KernelSpec, arm: str, input_dtypes: tuple[mx.Dtype, ...], shared_memory: int = 0,
+                    variant: tuple[str, ...] = ()):
     """The ``mx.fast`` kernel object for ``spec`` on ``arm`` (built once per input dtypes and dynamic shared
     memory: MLX takes the latter at construction)."""
     factory = {"metal": mx.fast.metal_kernel, "cuda": mx.fast.cuda_kernel}.get(arm)
@@ -145,7 +150,7 @@ def compiled_kernel(spec: KernelSpec, arm: str, input_dtypes: tuple[mx.Dtype, ..
         if arm != "cuda":
             raise ValueError(f"shared_memory (dynamic shared memory) is CUDA's; arm {arm!r} has none")
         extra["shared_memory"] = shared_memory
-    return factory(name=kernel_name(spec, input_dtypes, shared_memory), input_names=list(spec.input_names),
+    return factory(name=kernel_name(spec, input_dtypes, shared_memory, variant), input_names=list(spec.input_names),
                    output_names=list(spec.output_names), source=spec.source, header=full_header(spec, arm),
                    ensure_row_contiguous=spec.ensure_row_contiguous, **extra)
 
@@ -181,12 +186,17 @@ class Launch:
     def input_dtypes(self) -> tuple[mx.Dtype, ...]:
         return tuple(a.dtype for a in self.inputs)
 
+    @cached_property
+    def variant(self) -> tuple[str, ...]:
+        """What MLX renders into the kernel's code besides the spec and input dtypes: output dtypes, input ranks."""
+        return (*(f"out:{d}" for d in self.output_dtypes), *(f"ndim:{a.ndim}" for a in self.inputs))
+
     @property
     def name(self) -> str:
-        return kernel_name(self.spec, self.input_dtypes, self.shared_memory)
+        return kernel_name(self.spec, self.input_dtypes, self.shared_memory, self.variant)
 
     def run(self, arm: str) -> list[mx.array]:
-        kernel = compiled_kernel(self.spec, arm, self.input_dtypes, self.shared_memory)
+        kernel = compiled_kernel(self.spec, arm, self.input_dtypes, self.shared_memory, self.variant)
         return kernel(inputs=list(self.inputs), template=list(self.template), grid=self.grid,
                       threadgroup=self.threadgroup, output_shapes=list(self.output_shapes),
                       output_dtypes=list(self.output_dtypes))

@@ -195,9 +195,10 @@ def test_cuda_only_specs_and_dynamic_shared_memory_are_checked(monkeypatch):
     asked = []
     monkeypatch.setattr(mx.fast, "cuda_kernel", lambda **kw: asked.append(kw))
     compiled_kernel.cache_clear()
+    variant = Launch(cuda_only, (x,), (), (1, 1, 1), (1, 1, 1), ((1,),), (mx.float32,)).variant  # outputs, ranks
     try:
-        compiled_kernel(cuda_only, "cuda", (mx.float32,), 65536)
-        compiled_kernel(cuda_only, "cuda", (mx.float32,))
+        compiled_kernel(cuda_only, "cuda", (mx.float32,), 65536, variant)
+        compiled_kernel(cuda_only, "cuda", (mx.float32,), 0, variant)
     finally:
         compiled_kernel.cache_clear()  # the stand-in's results must not outlive the test
     assert asked[0]["shared_memory"] == 65536 and "shared_memory" not in asked[1]
