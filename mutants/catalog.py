@@ -678,13 +678,20 @@ CATALOG: tuple[Mutant, ...] = (
               "key = host.astype(np.int32).tobytes()"),),
         ("properties/test_block_table.py::test_a_wrapping_entry_is_not_served_from_the_cache",)),
     Mutant(
+        "kernel_name_ignores_output_dtypes_and_ranks",
+        "kernel names leave out a launch's output dtypes and input ranks, which MLX renders into the code it caches by "
+        "name: an f32-output and an f16-output launch of one spec share one compiled kernel",
+        "kernels.compile",
+        (code("impl/kernels/compile.py", "*map(str, input_dtypes), *extra, *variant)}", "*map(str, input_dtypes), *extra)}"),),
+        ("impl/kernels/test_kernel_names.py::test_what_changes_the_rendered_code_changes_the_name",)),
+    Mutant(
         "kernel_name_ignores_preludes",
         "kernel names digest the header and body but not the preludes: MLX's by-name cache serves a build of an "
         "edited prelude's predecessor",
         "kernels.compile",
         (code("impl/kernels/compile.py",
-              "return f\"{spec.name}_{_digest(preludes, spec.header, spec.source, *map(str, input_dtypes), *extra)}\"",
-              "return f\"{spec.name}_{_digest(spec.header, spec.source, *map(str, input_dtypes), *extra)}\""),),
+              "_digest(preludes, spec.header, spec.source, *names,",
+              "_digest(spec.header, spec.source, *names,"),),
         ("impl/kernels/test_cuda_compile.py::test_kernel_names_change_with_a_prelude[CUDA_PRELUDE]",)),
     Mutant(
         "kernel_name_ignores_shared_memory",
