@@ -34,3 +34,11 @@ def check_scale(scale) -> float:
     if not finite:
         raise ValueError(f"scale must be finite, got {scale!r}")
     return float(scale)
+
+
+
+def check_choice(name: str, value, choices: tuple):
+    """``value`` when it is one of ``choices``, compared by type and value: True or 32.0 never pass for 1 or 32."""
+    if not any(value is c or (type(value) is type(c) and value == c) for c in choices):
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value

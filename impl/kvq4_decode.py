@@ -135,8 +135,8 @@ import numpy as np
 
 from impl import multi_query
 from impl import paged_attention as direct
-from impl.arms import resolve_arm
-from impl.checks import check_int, check_scale
+from impl.arms import ARMS, resolve_arm
+from impl.checks import check_choice, check_int, check_scale
 from impl.kernels import TRACES_KEPT, KernelSpec, Launch, input_signature
 from impl.kv.quantization import Quantization
 from impl.recent_calls import RecentCalls, array_key, scalar_key
@@ -272,12 +272,13 @@ PARTIAL = KernelSpec("kvq4_decode_partial", ("q", "kp", "ks", "kb", "vp", "vs", 
 
 def threadgroup_bytes(rep: int) -> int:
     """Threadgroup memory of the partial kernel for GQA factor ``rep``: osh, msh and lsh (float32)."""
+    rep = check_int("rep", rep, minimum=1)
     return 4 * (SUB * rep * HEAD_DIM + 2 * SUB * rep)
 
 
 def max_gqa_factor(arm: str) -> int | None:
     """The largest even GQA factor whose combine buffers fit ``arm``'s threadgroup memory (None: no bound)."""
-    limit = THREADGROUP_MEMORY.get(arm)
+    limit = THREADGROUP_MEMORY.get(check_choice("arm", arm, ARMS))
     if limit is None:
         return None
     rep = 2
@@ -410,7 +411,7 @@ def default_body(length: int) -> str:
     round on its own cache: eval8 93.7 against 104.9, pipelined8 56.2 / 65.5, one call per round 161.1 / 256.8
     and 68.9 / 139.1), as it did at 8 KV heads (16/8/N128k 0.427 against 0.560, 32/8/N32k 0.214 against 0.276 in
     session 4)."""
-    return "seed" if length >= direct.DIRECT_MAX_LENGTH else "direct"
+    return "seed" if check_int("length", length, minimum=0) >= direct.DIRECT_MAX_LENGTH else "direct"
 
 
 def kvq4_decode(q: mx.array, keys, values, *, scale: float, block: int | None = None, body: str | None = None,

@@ -298,8 +298,8 @@ from functools import lru_cache, partial
 import mlx.core as mx
 import numpy as np
 
-from impl.arms import resolve_arm
-from impl.checks import check_int, check_scale
+from impl.arms import ARMS, resolve_arm
+from impl.checks import check_choice, check_int, check_scale
 from impl.kernels import MAX_DYNAMIC_SHARED_BYTES, TRACES_KEPT, KernelSpec, Launch, input_signature
 from impl.recent_calls import RecentCalls, array_key, scalar_key
 
@@ -928,6 +928,7 @@ def default_splits(n: int, kv_heads: int) -> int:
 def block_keys(d: int) -> int:
     """Keys per staged block at head dim ``d``: 32, or 16 where two padded 32-key blocks (K and V, half)
     would pass Metal's threadgroup memory (D > 248, i.e. D = 256)."""
+    d = check_int("d", d, minimum=1)
     return BK if 2 * BK * (d + ROW_PAD) * 2 <= THREADGROUP_BYTES else BK // 2
 
 
@@ -964,7 +965,8 @@ def pipeline_stages(nq: int, d: int, arm: str) -> int:
     instructions and the SIMD groups past the tiles spent most of their time at the barrier after the products,
     ``perf/runs/2026-11-30-h200-session6/callE1``). The blocks and every product are the same: only the schedule
     differs, so the results are bit-identical to one stage."""
-    return 2 if arm == "cuda" and _two_stages_fit(nq, d) else 1
+    nq, d = check_int("nq", nq, minimum=1), check_int("d", d, minimum=1)
+    return 2 if check_choice("arm", arm, ARMS) == "cuda" and _two_stages_fit(nq, d) else 1
 
 
 def _two_stages_fit(nq: int, d: int) -> bool:
@@ -978,6 +980,7 @@ def ring_shared_bytes(d: int, dtype: mx.Dtype, ring: int) -> int:
     """Dynamic shared memory of the ring partial: the two-stage half buffers, then ``ring`` raw slots of one block of
     K and one of V in ``dtype``."""
     bk = block_keys(d)
+    dtype, ring = check_choice("dtype", dtype, DTYPES), check_int("ring", ring, minimum=0)
     return 2 * 2 * bk * (d + ROW_PAD) * 2 + ring * 2 * bk * d * dtype.size
 
 
@@ -988,7 +991,8 @@ def ring_slots(nq: int, d: int, dtype: mx.Dtype, arm: str) -> int:
 
     The ring changes where the stagers' loads wait, not a number: its half buffers hold what the two-stage stagers
     store, so its results are bit-identical to two stages (``test_pipelined_partials_match_one_stage``)."""
-    if not RING_SLOTS or pipeline_stages(nq, d, arm) != 2:
+    check_choice("dtype", dtype, DTYPES)
+    if pipeline_stages(nq, d, arm) != 2 or not RING_SLOTS:
         return 0
     return RING_SLOTS if ring_shared_bytes(d, dtype, RING_SLOTS) <= MAX_DYNAMIC_SHARED_BYTES else 0
 

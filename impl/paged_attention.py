@@ -110,7 +110,7 @@ import numpy as np
 
 from impl.arms import resolve_arm
 from impl.block_table import BlockTable, freeze, padded_length
-from impl.checks import check_int, check_scale
+from impl.checks import check_choice, check_int, check_scale
 from impl.kernels import KernelSpec, Launch
 from impl.recent_calls import RecentCalls, array_key, scalar_key
 
@@ -679,6 +679,10 @@ def _geometry(scale: float, length: int, span: int) -> mx.array:
 def rows_per_threadgroup(hq: int, hkv: int, n: int, v_head_dim: int) -> int:
     """Query rows R a partial threadgroup serves: all of its KV head's (G * n) up to ``MAX_ROWS``, fewer
     when the SIMD groups' combine buffers (SG * R * (Dv + 2) floats) would not fit threadgroup memory."""
+    hq, hkv = check_int("hq", hq, minimum=1), check_int("hkv", hkv, minimum=1)
+    n, v_head_dim = check_int("n", n, minimum=1), check_int("v_head_dim", v_head_dim, minimum=1)
+    if hq % hkv:
+        raise ValueError(f"hq must be a multiple of hkv, got hq={hq}, hkv={hkv}")
     rows = (hq // hkv) * n
     fit = THREADGROUP_MEMORY // (4 * SIMDGROUPS * (v_head_dim + 2))
     if fit < 1:
@@ -750,9 +754,9 @@ def set_lane_map(lanes_per_row: int | None = SIMD, wide_loads: bool = True) -> N
     """Choose ``LANES_PER_ROW`` and ``WIDE_LOADS`` for later calls (sweeps, tests) and forget the
     launch shapes and plans remembered under the previous choice."""
     global LANES_PER_ROW, WIDE_LOADS
-    if lanes_per_row not in (None, SIMD, SIMD // 2):
-        raise ValueError(f"lanes_per_row must be None, {SIMD} or {SIMD // 2}, got {lanes_per_row!r}")
-    LANES_PER_ROW, WIDE_LOADS = lanes_per_row, bool(wide_loads)
+    check_choice("lanes_per_row", lanes_per_row, (None, SIMD, SIMD // 2))
+    check_choice("wide_loads", wide_loads, (True, False))
+    LANES_PER_ROW, WIDE_LOADS = lanes_per_row, wide_loads
     _partial_shape.cache_clear()
     _plan.cache_clear()
 
@@ -875,7 +879,8 @@ def partial_shape(hq: int, n: int, partitions: int, dv: int) -> tuple[int, int, 
     ``((h * n + i) * count + p) * (dv + 2)``, ``count`` the partitions the call has (the buffer holds
     ``partitions`` >= count, a power of two: ``_partial_shape``). One output instead of two (values, then
     [max, sum]) saves MLX's host ~3 us per call on the H200 (an output costs ~1.5-3 us: session 13, U4)."""
-    return hq, n, partitions, dv + 2
+    return (check_int("hq", hq, minimum=1), check_int("n", n, minimum=1),
+            check_int("partitions", partitions, minimum=1), check_int("dv", dv, minimum=1) + 2)
 
 
 def pack_partials(values: mx.array, maxima: mx.array, sums: mx.array, partitions: int | None = None) -> mx.array:

@@ -14,7 +14,8 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from impl.kv import BlockPool, KVCache, PagedKVCache, PagedKvRows, PoolExhausted, Quantization
+from impl.kv import (BlockPool, KVCache, PagedKVCache, PagedKvRows, PoolExhausted, Quantization, gather_blocks,
+                     gather_planes, merge_kv_rows, next_pool_size, pool_blocks_for)
 from impl.kv.view import PagedAttentionView
 from properties.strategies.kv import KvSpec, host_bytes, random_kv
 
@@ -271,3 +272,44 @@ def test_a_row_that_never_had_an_append_is_all_padding():
     empty.merge_rows([PagedKVCache(8, BLOCK), PagedKVCache(8, BLOCK)])
     with pytest.raises(ValueError, match="empty"):
         empty.fetch()
+
+
+# The module-level helpers the caches are built from are public too (``impl.kv.__all__``).
+K4 = mx.zeros((1, 2, 3, 4))
+HELPERS = [
+    ("gather_blocks id past the pool", lambda: gather_blocks(pool().keys, [3]), ValueError, r"table entries .* \[0, 3\)"),
+    ("gather_blocks negative id", lambda: gather_blocks(pool().keys, mx.array([-1])), ValueError, "table entries"),
+    ("gather_blocks plane 3-D", lambda: gather_blocks(pool().keys[0], [0]), ValueError, "plane"),
+    ("gather_blocks plane not an array", lambda: gather_blocks(np.zeros((3, 2, 4, 32)), [0]), TypeError, "plane"),
+    ("gather_planes length past the blocks", lambda: gather_planes(pool(), [0], 5), ValueError, "length"),
+    ("gather_planes length bool", lambda: gather_planes(pool(), [0], True), TypeError, "length"),
+    ("gather_planes storage without planes", lambda: gather_planes(object(), [0]), TypeError, "storage"),
+    ("gather_planes id past the pool", lambda: gather_planes(pool(), [0, 3]), ValueError, "table entries"),
+    ("merge_kv_rows empty", lambda: merge_kv_rows([]), TypeError, "rows"),
+    ("merge_kv_rows not pairs", lambda: merge_kv_rows([K4]), TypeError, r"rows\[0\]"),
+    ("merge_kv_rows K/V heads differ", lambda: merge_kv_rows([(K4, K4[:, :1])]), ValueError, r"rows\[0\]'s K and V"),
+    ("merge_kv_rows K/V tokens differ", lambda: merge_kv_rows([(K4, K4[:, :, :2])]), ValueError, r"rows\[0\]'s K and V"),
+    ("merge_kv_rows dtypes differ", lambda: merge_kv_rows([(K4, K4), (K4.astype(mx.float16), K4)]), ValueError,
+     r"rows\[1\] K"),
+    ("merge_kv_rows 3-D", lambda: merge_kv_rows([(K4[0], K4[0])]), ValueError, r"rows\[0\] K"),
+    ("next_pool_size bool", lambda: next_pool_size(True), TypeError, "num_blocks"),
+    ("next_pool_size negative", lambda: next_pool_size(-1), ValueError, "num_blocks"),
+    ("next_pool_size cap below the pool", lambda: next_pool_size(4, 3), ValueError, "max_blocks"),
+    ("pool_blocks_for float", lambda: pool_blocks_for(1.5, 4), TypeError, "tokens"),
+]
+
+
+@pytest.mark.parametrize("call, error, name", [c[1:] for c in HELPERS], ids=[c[0] for c in HELPERS])
+def test_bad_helper_input_is_refused_by_name(call, error, name):
+    with pytest.raises(error, match=name):
+        call()
+
+
+def test_helpers_take_what_they_documented():
+    p = pool()
+    assert gather_blocks(p.keys, np.array([2, 0])).shape == (1, 2, 2 * BLOCK, 32)
+    keys, values = gather_planes(p, [0], np.int64(3))
+    assert keys.shape == values.shape == (1, 2, 3, 32)
+    assert (next_pool_size(4), next_pool_size(4, 5), next_pool_size(np.int32(4), 4)) == (6, 5, 4)
+    k, v = merge_kv_rows([(K4, K4), (K4[:, :, :1], K4[:, :, :1])])
+    assert k.shape == v.shape == (2, 2, 3, 4)

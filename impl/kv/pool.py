@@ -35,6 +35,7 @@ import math
 from collections.abc import Sequence
 
 import mlx.core as mx
+import numpy as np
 
 from .errors import PoolExhausted
 from .quantization import Quantization, check_quantization
@@ -51,17 +52,38 @@ def pool_blocks_for(tokens: int, block_size: int) -> int:
 
 
 def next_pool_size(num_blocks: int, max_blocks: int | None = None) -> int:
-    """The growth policy: x1.5 rounded up, at least one more block, capped at ``max_blocks``."""
+    """The growth policy: x1.5 rounded up, at least one more block, capped at ``max_blocks`` (which a pool of
+    ``num_blocks`` has not passed: the policy never shrinks a pool)."""
+    num_blocks = check_int("num_blocks", num_blocks, minimum=0)
+    if max_blocks is not None:
+        max_blocks = check_int("max_blocks", max_blocks, minimum=num_blocks)
     size = max(num_blocks + 1, math.ceil(num_blocks * 1.5))
     return size if max_blocks is None else min(size, max_blocks)
 
 
-def gather_blocks(plane: mx.array, table: mx.array) -> mx.array:
+def gather_blocks(plane: mx.array, table) -> mx.array:
     """Blocks ``table`` of ``plane`` [N, H, bs, W] laid end to end: [1, H, len(table) * bs, W].
 
     Pure data movement (take + transpose + reshape), so the bytes are the
-    stored ones: a paged fetch is bit-identical to a dense cache's.
+    stored ones: a paged fetch is bit-identical to a dense cache's. ``table``'s
+    entries are checked to be blocks of ``plane`` (``mx.take`` does not check).
     """
+    plane = check_array("plane", plane)
+    if plane.ndim != 4:
+        raise ValueError(f"plane must be [blocks, heads, block_size, width], got shape {tuple(plane.shape)}")
+    return _gather_blocks(plane, _block_ids(table, plane.shape[0]))
+
+
+def _block_ids(table, num_blocks: int) -> mx.array:
+    """``table`` as int32 block ids, each in [0, num_blocks)."""
+    idx = table_array(table)
+    if idx.size and (mx.min(idx).item() < 0 or mx.max(idx).item() >= num_blocks):
+        raise ValueError(f"table entries must lie in [0, {num_blocks}), got {idx.tolist()}")
+    return idx
+
+
+def _gather_blocks(plane: mx.array, table: mx.array) -> mx.array:
+    """``gather_blocks`` for callers whose table is already checked against the pool."""
     _, heads, block_size, width = plane.shape
     picked = mx.take(plane, table, axis=0)
     return picked.transpose(1, 0, 2, 3).reshape(1, heads, table.size * block_size, width)
@@ -71,8 +93,15 @@ INT32_MAX = 2**31 - 1
 
 
 def table_array(table) -> mx.array:
-    """A block table as int32 [n] (from a sequence of ints or an integer mx.array). Entries are block
-    indices: checked to be >= 0 and to fit int32 before the cast (an int64 2**32 would become block 0)."""
+    """A block table as int32 [n] (from a sequence of ints or an integer mx.array or NumPy array). Entries are
+    block indices: checked to be >= 0 and to fit int32 before the cast (an int64 2**32 would become block 0)."""
+    if isinstance(table, np.ndarray):
+        if table.ndim != 1 or not np.issubdtype(table.dtype, np.integer):
+            raise ValueError(f"table must be a 1-D integer array, got {table.dtype} {table.shape}")
+        if table.size and (table.min() < 0 or table.max() > INT32_MAX):
+            raise ValueError(f"table entries must be block indices in [0, {INT32_MAX}], "
+                             f"got range [{table.min()}, {table.max()}]")
+        return mx.array(table.astype(np.int32))
     if isinstance(table, mx.array):
         if table.ndim != 1 or not mx.issubdtype(table.dtype, mx.integer):
             raise ValueError(f"table must be a 1-D integer array, got {table.dtype} {tuple(table.shape)}")
@@ -244,10 +273,7 @@ class BlockPool:
         Full blocks (the caller slices to its length); dequantized (to ``dtype``)
         when the pool is quantized.
         """
-        idx = table_array(table)
-        if idx.size and (mx.min(idx).item() < 0 or mx.max(idx).item() >= self.num_blocks):
-            raise ValueError(f"table entries must lie in [0, {self.num_blocks}), got {idx.tolist()}")
-        return gather_planes(self, idx)
+        return _gather_planes(self, _block_ids(table, self.num_blocks))
 
     # --- ownership --------------------------------------------------------
 
@@ -292,15 +318,27 @@ class BlockPool:
                 f"dtype={self.dtype}{q}, free={self.free_blocks})")
 
 
-def gather_planes(storage, table: mx.array, length: int | None = None) -> tuple[mx.array, mx.array]:
+def gather_planes(storage, table, length: int | None = None) -> tuple[mx.array, mx.array]:
     """K, V of ``table``'s blocks from anything with the pool's plane attributes (a pool or a view).
 
     ``length`` keeps only the first ``length`` token rows (sliced before
     dequantizing, so rows past it are never decoded).
     """
+    missing = [a for a in (*PLANE_NAMES, "quantization", "block_size", "num_kv_heads", "head_dim", "v_head_dim",
+                           "dtype") if not hasattr(storage, a)]
+    if missing:
+        raise TypeError(f"storage must have a pool's planes and geometry; {type(storage).__name__} lacks {missing}")
+    idx = _block_ids(table, check_array("storage.keys", storage.keys).shape[0])
+    if length is not None:
+        length = check_int("length", length, minimum=0, maximum=idx.size * storage.block_size)
+    return _gather_planes(storage, idx, length)
+
+
+def _gather_planes(storage, table: mx.array, length: int | None = None) -> tuple[mx.array, mx.array]:
+    """``gather_planes`` for callers whose table and length are already checked against the storage."""
 
     def read(name: str) -> mx.array:
-        rows = gather_blocks(getattr(storage, name), table)
+        rows = _gather_blocks(getattr(storage, name), table)
         return rows if length is None else rows[:, :, :length, :]
 
     q = storage.quantization

@@ -32,7 +32,7 @@ from impl.masks import batched_decode_mask
 from .paged import PagedKVCache
 from .pool import pool_blocks_for
 from .quantization import Quantization, check_quantization
-from .validation import check_int, check_trim, kv_geometry
+from .validation import check_array, check_int, check_trim, kv_geometry
 from .view import RowsAttentionView
 
 PAD_VALUE = 0.0  # value of the left padding update_and_fetch inserts
@@ -40,6 +40,20 @@ PAD_VALUE = 0.0  # value of the left padding update_and_fetch inserts
 
 def merge_kv_rows(rows: Sequence[tuple[mx.array, mx.array]]) -> tuple[mx.array, mx.array]:
     """Stack per-row (K [1, H, L_b, D], V [1, H, L_b, Dv]) into [B, H, max L, D], left-padded with zeros."""
+    if not isinstance(rows, Sequence) or isinstance(rows, (str, bytes)) or not rows:
+        raise TypeError(f"rows must be a non-empty sequence of (K, V) pairs, got {type(rows).__name__}")
+    for b, pair in enumerate(rows):
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise TypeError(f"rows[{b}] must be a (K, V) pair, got {type(pair).__name__}")
+        for name, a, first in zip("KV", pair, rows[0]):
+            check_array(f"rows[{b}] {name}", a)
+            if a.ndim != 4 or a.shape[0] != 1 or (a.shape[1], a.shape[3], a.dtype) != (first.shape[1], first.shape[3],
+                                                                                   first.dtype):
+                raise ValueError(f"rows[{b}] {name} must be [1, H, L, D] with rows[0]'s H, D and dtype, got "
+                                 f"{a.dtype} {tuple(a.shape)} against {first.dtype} {tuple(first.shape)}")
+        if pair[0].shape[1:3] != pair[1].shape[1:3]:
+            raise ValueError(f"rows[{b}]'s K and V must have the same heads and tokens, got "
+                             f"{tuple(pair[0].shape)} and {tuple(pair[1].shape)}")
     longest = max(k.shape[2] for k, _ in rows)
 
     def pad(a: mx.array) -> mx.array:

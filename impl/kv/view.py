@@ -39,7 +39,7 @@ from impl.arms import resolve_arm
 from impl.block_table import BlockTable
 from impl.checks import check_int, check_scale
 
-from .pool import gather_planes, table_array
+from .pool import _gather_planes, table_array
 from .quantization import Quantization
 from .validation import check_array
 
@@ -138,7 +138,7 @@ class PagedAttentionView:
 
     def fetch(self) -> tuple[mx.array, mx.array]:
         """K [1, H, length, head_dim], V [1, H, length, v_head_dim] in ``dtype`` (dequantized)."""
-        return gather_planes(self, self.block_table, self.length)
+        return _gather_planes(self, self.block_table, self.length)  # table and length checked by ``of``
 
     def uses_direct(self, queries: int, mask) -> bool:
         """Whether ``attend`` with ``queries`` rows and ``mask`` takes the direct kernel."""

@@ -1,0 +1,67 @@
+"""Bad input to the kernels' public geometry helpers: refused with TypeError / ValueError naming the argument.
+
+The helpers (partition and partial shapes, rows per threadgroup, split counts, staging, shared memory) are exported
+for sweeps, perf and tests; a float, a bool or a zero used to flow through into a launch's grid or a buffer's size
+(``partial_shape(0.5, ...)`` gave a float shape, ``threadgroup_bytes("x")`` a string). Each call's valid twin (NumPy
+integers are ints) runs beside it, so a check cannot refuse what the kernels use.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from impl import kvq4_decode as kvq4
+from impl import multi_query as mq
+from impl import paged_attention as paged
+
+BAD = [
+    ("partial_shape hq 0", lambda: paged.partial_shape(0, 1, 4, 128), ValueError, "hq"),
+    ("partial_shape partitions float", lambda: paged.partial_shape(32, 1, 4.0, 128), TypeError, "partitions"),
+    ("partial_shape dv bool", lambda: paged.partial_shape(32, 1, 4, True), TypeError, "dv"),
+    ("rows_per_threadgroup hkv 0", lambda: paged.rows_per_threadgroup(32, 0, 1, 128), ValueError, "hkv"),
+    ("rows_per_threadgroup hq not a multiple", lambda: paged.rows_per_threadgroup(6, 4, 1, 128), ValueError, "hq"),
+    ("rows_per_threadgroup n float", lambda: paged.rows_per_threadgroup(32, 8, 1.5, 128), TypeError, "n"),
+    ("rows_per_threadgroup v_head_dim 0", lambda: paged.rows_per_threadgroup(32, 8, 1, 0), ValueError, "v_head_dim"),
+    ("partition_size length float", lambda: paged.partition_size(1.5, 4), TypeError, "length"),
+    ("set_lane_map lanes float", lambda: paged.set_lane_map(32.0), ValueError, "lanes_per_row"),
+    ("set_lane_map wide_loads int", lambda: paged.set_lane_map(32, 1), ValueError, "wide_loads"),
+    ("threadgroup_bytes rep 0", lambda: kvq4.threadgroup_bytes(0), ValueError, "rep"),
+    ("threadgroup_bytes rep str", lambda: kvq4.threadgroup_bytes("x"), TypeError, "rep"),
+    ("max_gqa_factor unknown arm", lambda: kvq4.max_gqa_factor("gpu"), ValueError, "arm"),
+    ("default_body length float", lambda: kvq4.default_body(1.5), TypeError, "length"),
+    ("default_body length negative", lambda: kvq4.default_body(-1), ValueError, "length"),
+    ("block_keys d 0", lambda: mq.block_keys(0), ValueError, "d"),
+    ("pipeline_stages nq bool", lambda: mq.pipeline_stages(True, 128, "cuda"), TypeError, "nq"),
+    ("pipeline_stages unknown arm", lambda: mq.pipeline_stages(8, 128, None), ValueError, "arm"),
+    ("ring_slots dtype str", lambda: mq.ring_slots(8, 128, "bfloat16", "cuda"), ValueError, "dtype"),
+    ("ring_slots unknown arm", lambda: mq.ring_slots(8, 128, mx.bfloat16, "x"), ValueError, "arm"),
+    ("ring_shared_bytes ring negative", lambda: mq.ring_shared_bytes(128, mx.bfloat16, -1), ValueError, "ring"),
+    ("ring_shared_bytes dtype int", lambda: mq.ring_shared_bytes(128, mx.int32, 2), ValueError, "dtype"),
+]
+
+
+@pytest.mark.parametrize("call, error, name", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_helper_input_is_refused_by_name(call, error, name):
+    with pytest.raises(error, match=name):
+        call()
+
+
+def test_numpy_integers_give_the_python_ints_results():
+    i = np.int64
+    assert paged.partial_shape(i(32), i(1), i(4), i(128)) == paged.partial_shape(32, 1, 4, 128) == (32, 1, 4, 130)
+    assert all(type(x) is int for x in paged.partial_shape(i(32), i(1), i(4), i(128)))
+    assert paged.rows_per_threadgroup(i(32), i(8), i(1), i(128)) == paged.rows_per_threadgroup(32, 8, 1, 128)
+    assert kvq4.threadgroup_bytes(i(6)) == kvq4.threadgroup_bytes(6) == 24768
+    assert kvq4.default_body(i(64)) == kvq4.default_body(64)
+    assert mq.block_keys(i(256)) == mq.block_keys(256) == mq.BK // 2
+    for arm in ("graph", "metal", "cuda"):
+        assert mq.ring_slots(i(8), i(128), mx.bfloat16, arm) == mq.ring_slots(8, 128, mx.bfloat16, arm)
+
+
+def test_set_lane_map_keeps_its_choice_only_when_valid():
+    before = (paged.LANES_PER_ROW, paged.WIDE_LOADS)
+    with pytest.raises(ValueError, match="wide_loads"):
+        paged.set_lane_map(16, "no")
+    assert (paged.LANES_PER_ROW, paged.WIDE_LOADS) == before, "a refused choice changed the lane map"
