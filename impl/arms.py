@@ -62,7 +62,7 @@ def current_device_name() -> str:
 
 def discover_arms(device: str | None = None) -> dict[str, ArmStatus]:
     """Status of every arm on ``device`` (default: MLX's current default device)."""
-    device = device or current_device_name()
+    device = current_device_name() if device is None else device
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     statuses = {"graph": ArmStatus("graph", True, f"MLX ops on the {device}")}

@@ -49,3 +49,10 @@ def test_gate_fixture_is_bound_to_test_and_arm(gate, request):
 def test_resolve_arm_rejects_unknown_names():
     with pytest.raises(ValueError, match="arm must be one of"):
         arms.resolve_arm("vulkan")
+
+
+def test_discover_arms_names_a_bad_device():
+    """A falsy bad device (0, "") is refused like any other, not read as "the current device"."""
+    for device in (0, "", "tpu"):
+        with pytest.raises(ValueError, match="device"):
+            arms.discover_arms(device)

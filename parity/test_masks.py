@@ -100,3 +100,11 @@ def test_an_empty_bidir_list_is_an_empty_bool_mask():
 def test_bad_mask_arguments_are_refused_by_name(call, error, name):
     with pytest.raises(error, match=name):
         call()
+
+
+@pytest.mark.parametrize("window", [2**31, 2**70])
+def test_a_window_past_int32_cuts_nothing(window):
+    """A window longer than the keys is no window (it raised std::bad_cast inside MLX before)."""
+    assert mx.array_equal(masks.create_causal_mask(3, 2, window), masks.create_causal_mask(3, 2)).item()
+    assert mx.array_equal(masks.batched_decode_mask(2, 1, 3, [0, 1], window),
+                          masks.batched_decode_mask(2, 1, 3, [0, 1], None)).item()
