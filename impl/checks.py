@@ -38,7 +38,10 @@ def check_scale(scale) -> float:
 
 
 def check_choice(name: str, value, choices: tuple):
-    """``value`` when it is one of ``choices``, compared by type and value: True or 32.0 never pass for 1 or 32."""
+    """``value`` when it is one of ``choices``, compared by type and value: True or 32.0 never pass for 1 or 32
+    (a NumPy integer is the int it holds)."""
+    if isinstance(value, np.integer):
+        value = int(value)
     if not any(value is c or (type(value) is type(c) and value == c) for c in choices):
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value

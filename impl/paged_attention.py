@@ -754,8 +754,8 @@ def set_lane_map(lanes_per_row: int | None = SIMD, wide_loads: bool = True) -> N
     """Choose ``LANES_PER_ROW`` and ``WIDE_LOADS`` for later calls (sweeps, tests) and forget the
     launch shapes and plans remembered under the previous choice."""
     global LANES_PER_ROW, WIDE_LOADS
-    check_choice("lanes_per_row", lanes_per_row, (None, SIMD, SIMD // 2))
-    check_choice("wide_loads", wide_loads, (True, False))
+    lanes_per_row = check_choice("lanes_per_row", lanes_per_row, (None, SIMD, SIMD // 2))
+    wide_loads = check_choice("wide_loads", wide_loads, (True, False))
     LANES_PER_ROW, WIDE_LOADS = lanes_per_row, wide_loads
     _partial_shape.cache_clear()
     _plan.cache_clear()

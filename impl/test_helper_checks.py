@@ -65,3 +65,12 @@ def test_set_lane_map_keeps_its_choice_only_when_valid():
     with pytest.raises(ValueError, match="wide_loads"):
         paged.set_lane_map(16, "no")
     assert (paged.LANES_PER_ROW, paged.WIDE_LOADS) == before, "a refused choice changed the lane map"
+
+
+def test_choices_take_numpy_integers_as_ints():
+    before = (paged.LANES_PER_ROW, paged.WIDE_LOADS)
+    try:
+        paged.set_lane_map(np.int64(16))
+        assert type(paged.LANES_PER_ROW) is int and paged.LANES_PER_ROW == 16
+    finally:
+        paged.set_lane_map(*before)
