@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 import numpy as np
 
+from impl.arms import ARMS
 from impl.kv.quantization import Quantization
 from impl.kvq4_decode import QuantizedKV, kvq4_decode
 from impl.multi_query import multi_query_causal
@@ -74,6 +75,8 @@ __all__ = ["Group", "argmax_group", "input_budget_bytes", "kvq4_group", "multi_q
 
 ITEMSIZE = 2  # bfloat16
 BF16 = mx.bfloat16
+TORCH_SDPA_BACKENDS = ("default", "flash", "cudnn", "efficient")  # what _torch_sdpa can select
+SEED_LIMIT = 2**64  # MLX's seeds are unsigned 64-bit: input set i is drawn with seed + i
 
 
 def input_budget_bytes() -> int | None:
@@ -102,8 +105,7 @@ class _Inputs:
     (module docstring: the sets stop at ``input_budget_bytes()``, at least one is built)."""
 
     def __init__(self, make: Callable[[int], dict], seed: int, copies: int):
-        self._make, self._seed, self._sets = make, seed, None
-        self._copies = check_int("copies", copies, minimum=1)
+        self._make, self._seed, self._copies, self._sets = make, seed, copies, None  # checked by the group
 
     def __call__(self) -> list[dict]:
         if self._sets is None:
@@ -140,14 +142,39 @@ def _normal(shape) -> mx.array:
 
 
 def _check_shape(shape, kind) -> None:
+    # The shape's own constructor checks its fields (perf.shapes): a plain tuple has not been through it.
     if not isinstance(shape, kind):
         raise TypeError(f"shape must be a {kind.__name__}, got {type(shape).__name__}")
 
 
+def _check_names(name: str, values, choices: tuple[str, ...]) -> tuple[str, ...]:
+    """``values`` as a tuple of distinct names from ``choices``, else TypeError / ValueError naming ``name``.
+
+    Only a list or tuple: a str would be taken letter by letter, and an iterator used up by the first pass
+    over it (the group would silently have no cases); a repeated name would give two cases one id."""
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a list or tuple of names from {choices}, got {type(values).__name__}")
+    for value in values:
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must hold names from {choices}, got {value!r}")
+        if value not in choices:
+            raise ValueError(f"{name} must hold names from {choices}, got {value!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{name} must not repeat a name, got {list(values)}")
+    return tuple(values)
+
+
 def _check_arms(arms: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(arms, str) or not all(isinstance(a, str) for a in arms):
-        raise TypeError(f"arms must be a sequence of arm names, got {arms!r}")
-    return tuple(arms)
+    arms = _check_names("arms", arms, ARMS)
+    if not arms:  # the controls alone: nothing of this project's would be timed
+        raise ValueError(f"arms must name at least one of {ARMS}")
+    return arms
+
+
+def _check_seed(seed, copies) -> tuple[int, int]:
+    """``seed`` and ``copies`` as ints: copies >= 1, and seed + copies - 1 (the last set's seed) a valid seed."""
+    copies = check_int("copies", copies, minimum=1)
+    return check_int("seed", seed, minimum=0, maximum=SEED_LIMIT - copies), copies
 
 
 def _decode_bytes(s: DecodeShape, kv_row_bytes: int, table: bool) -> int:
@@ -198,8 +225,19 @@ def paged_group(shape: DecodeShape, arms: Sequence[str], *, bits: int | None = N
     """``paged_decode`` (bits None) or ``paged_decode_q{bits}`` cases at ``shape`` (module docstring)."""
     _check_shape(shape, DecodeShape)
     arms = _check_arms(arms)
-    if bits not in (None, 4, 8):
-        raise ValueError(f"bits must be None, 4 or 8, got {bits!r}")
+    torch_backends = _check_names("torch_backends", torch_backends, TORCH_SDPA_BACKENDS)
+    seed, copies = _check_seed(seed, copies)
+    if not isinstance(dense, (bool, np.bool_)):
+        raise TypeError(f"dense must be a bool, got {type(dense).__name__}")
+    if bits is not None:
+        bits = check_int("bits", bits)  # 4.0 would pass the test below and name the benchmark paged_decode_q4.0
+        if bits not in (4, 8):
+            raise ValueError(f"bits must be None, 4 or 8, got {bits!r}")
+        if shape.head_dim % QUANT_GROUP:
+            raise ValueError(f"shape.head_dim must be a multiple of the quantization group {QUANT_GROUP} "
+                             f"for bits={bits}, got {shape.head_dim}")
+        if torch_backends:  # the torch references read the bf16 cache only: they would be dropped silently
+            raise ValueError(f"torch_backends must be empty for a quantized pool (bits={bits}), got {torch_backends}")
     if shape.rows != 1 or shape.length % BLOCK_SIZE:
         raise ValueError(f"shape must be one decode row over a whole number of {BLOCK_SIZE}-token blocks, got {shape}")
     scale = 1.0 / math.sqrt(shape.head_dim)
@@ -294,6 +332,7 @@ def kvq4_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0, copies
     """``kvq4_decode`` cases and the bf16 ``dense_decode`` SDPA at ``shape`` (D 256, one row)."""
     _check_shape(shape, DecodeShape)
     arms = _check_arms(arms)
+    seed, copies = _check_seed(seed, copies)
     if shape.rows != 1 or shape.head_dim != 256:
         raise ValueError(f"shape must be one decode row with head_dim 256 (the kernel's contract), got {shape}")
     scale = 1.0 / math.sqrt(shape.head_dim)
@@ -340,6 +379,7 @@ def multi_query_group(shape: DecodeShape, arms: Sequence[str], *, seed: int = 0,
     """``multi_query`` cases at ``shape`` (L = shape.rows query rows, the last L positions, causal)."""
     _check_shape(shape, DecodeShape)
     arms = _check_arms(arms)
+    seed, copies = _check_seed(seed, copies)
     if not 1 <= shape.rows <= 8:
         raise ValueError(f"shape.rows must be in [1, 8] (the kernel's L), got {shape.rows}")
     scale = 1.0 / math.sqrt(shape.head_dim)
@@ -382,6 +422,7 @@ def argmax_group(shape: ArgmaxShape, arms: Sequence[str], *, seed: int = 0, copi
     """``normalized_argmax`` cases at ``shape`` ([batch, vocab] bf16 logits)."""
     _check_shape(shape, ArgmaxShape)
     arms = _check_arms(arms)
+    seed, copies = _check_seed(seed, copies)
 
     def make(set_seed):
         mx.random.seed(set_seed)

@@ -27,6 +27,8 @@ from __future__ import annotations
 from itertools import product
 from typing import NamedTuple
 
+from impl.checks import check_int
+
 __all__ = [
     "ARGMAX_BATCHES",
     "BLOCK_SIZE",
@@ -66,20 +68,59 @@ VOCABS = (32000, 151936)
 ARGMAX_BATCHES = (1, 8, 64)
 
 
-class DecodeShape(NamedTuple):
+def _dims(fields: tuple[str, ...], values: tuple) -> list[int]:
+    """``values`` as Python ints, each checked a positive int (NumPy's too, never a bool) and named by its field:
+    a zero or float dimension would otherwise surface much later, as a ZeroDivisionError or a bad case id."""
+    return [check_int(name, value, minimum=1) for name, value in zip(fields, values)]
+
+
+class _DecodeFields(NamedTuple):
     hq: int
     hkv: int
     rows: int
     head_dim: int
     length: int
 
+
+class DecodeShape(_DecodeFields):
+    """One decode attention shape (module docstring), its fields checked when it is made."""
+
+    __slots__ = ()
+
+    # A NamedTuple may not define __new__ in its own body, hence the subclass.
+    def __new__(cls, hq, hkv, rows, head_dim, length):
+        self = super().__new__(cls, *_dims(cls._fields, (hq, hkv, rows, head_dim, length)))
+        if self.hq % self.hkv:
+            raise ValueError(f"hq must be a multiple of hkv (query heads share KV heads), got hq={hq}, hkv={hkv}")
+        if self.rows > self.length:
+            raise ValueError(f"rows must be <= length (the rows are the last positions of the cache), "
+                             f"got rows={rows}, length={length}")
+        return self
+
+    @classmethod
+    def _make(cls, iterable):  # NamedTuple's _make, and _replace through it, would skip __new__'s checks
+        return cls(*iterable)
+
     def __str__(self) -> str:
         return f"Hq{self.hq}-Hkv{self.hkv}-L{self.rows}-D{self.head_dim}-N{self.length}"
 
 
-class ArgmaxShape(NamedTuple):
+class _ArgmaxFields(NamedTuple):
     batch: int
     vocab: int
+
+
+class ArgmaxShape(_ArgmaxFields):
+    """One argmax shape: ``batch`` rows of ``vocab`` logits, its fields checked when it is made."""
+
+    __slots__ = ()
+
+    def __new__(cls, batch, vocab):
+        return super().__new__(cls, *_dims(cls._fields, (batch, vocab)))
+
+    @classmethod
+    def _make(cls, iterable):  # as DecodeShape._make
+        return cls(*iterable)
 
     def __str__(self) -> str:
         return f"B{self.batch}-V{self.vocab}"
