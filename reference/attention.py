@@ -103,6 +103,25 @@ _FLOAT_DTYPES = {
 
 
 # --- validation ------------------------------------------------------------
+# TypeError: the wrong kind of argument; ValueError: out of range. Each message names the argument.
+
+_MAX_AXIS = int(np.iinfo(np.int64).max)  # no array axis is longer
+
+
+def _check_int(value, name: str, *, minimum: int) -> int:
+    """A Python or NumPy integer (never bool) in [minimum, int64 max], as a Python int."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not minimum <= value <= _MAX_AXIS:
+        raise ValueError(f"{name} must be an int in [{minimum}, {_MAX_AXIS}], got {value!r}")
+    return int(value)
+
+
+def _check_flag(value, name: str) -> bool:
+    """A bool (Python or NumPy): 0, 1 or "yes" are refused, not read as truth values."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
 
 
 def _float_array(x, name: str) -> np.ndarray:
@@ -134,7 +153,11 @@ def _check_qkv(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _check_scale(scale) -> float:
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
         raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
-    if not math.isfinite(float(scale)):
+    try:
+        finite = math.isfinite(float(scale))
+    except OverflowError:  # an int past float's range
+        finite = False
+    if not finite:
         raise ValueError(f"scale must be finite, got {scale!r}")
     return float(scale)
 
@@ -142,9 +165,17 @@ def _check_scale(scale) -> float:
 def _check_window(window) -> int | None:
     if window is None:
         return None
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)):
+        raise TypeError(f"window must be None or a positive int, got {type(window).__name__}")
+    if window < 1:
         raise ValueError(f"window must be None or a positive int, got {window!r}")
     return int(window)
+
+
+def _clamp_window(window: int | None, N: int) -> int | None:
+    """A window of N or more keys hides nothing (no key lies N or more behind a query), so it is clamped to
+    max(N, 1): the same visibility, and no int past int64 reaches NumPy or torch."""
+    return None if window is None else min(window, max(N, 1))
 
 
 def _check_sinks(sinks, hq: int) -> np.ndarray | None:
@@ -159,6 +190,8 @@ def _check_sinks(sinks, hq: int) -> np.ndarray | None:
 
 
 def _check_policy(fully_masked: str) -> str:
+    if not isinstance(fully_masked, str):
+        raise TypeError(f"fully_masked must be one of {FULLY_MASKED_POLICIES}, got {type(fully_masked).__name__}")
     if fully_masked not in FULLY_MASKED_POLICIES:
         raise ValueError(f"fully_masked must be one of {FULLY_MASKED_POLICIES}, got {fully_masked!r}")
     return fully_masked
@@ -196,7 +229,13 @@ def key_visibility(L: int, N: int, *, causal: bool, window: int | None) -> np.nd
 
     ``d = (i + N - L) - j`` is how far key ``j`` lies behind query ``i``'s
     position: causal needs ``d >= 0``, the window ``d < window``.
+
+    ``L = 0`` or ``N = 0`` is allowed: an empty [L, N] array (no queries, or no keys to see).
     """
+    L = _check_int(L, "L", minimum=0)
+    N = _check_int(N, "N", minimum=0)
+    causal = _check_flag(causal, "causal")
+    window = _clamp_window(_check_window(window), N)
     distance = (np.arange(L)[:, None] + (N - L)) - np.arange(N)[None, :]
     visible = np.ones((L, N), dtype=bool)
     if causal:
@@ -259,8 +298,9 @@ def _prepare(q, k, v, scale, mask, window, sinks, fully_masked) -> _Inputs:
     q, k, v = _check_qkv(q, k, v)
     b, hq, L, _ = q.shape
     causal, boolean, additive = _split_mask(mask, (b, hq, L, k.shape[2]))
-    return _Inputs(q, k, v, _check_scale(scale), causal, boolean, additive, _check_window(window),
-                   _check_sinks(sinks, hq), _check_policy(fully_masked))
+    return _Inputs(q, k, v, _check_scale(scale), causal, boolean, additive,
+                   _clamp_window(_check_window(window), k.shape[2]), _check_sinks(sinks, hq),
+                   _check_policy(fully_masked))
 
 
 def _attention(x: _Inputs, ar: _Arithmetic, reorder_ops: bool) -> _Pass:
@@ -307,6 +347,7 @@ def attention_ref(q, k, v, *, scale: float, mask=None, window: int | None = None
     Returns ``[B, Hq, L, Dv]``: float64 when ``upcast``, else the inputs' dtype
     (which must then be one dtype for q, k, v and sinks).
     """
+    upcast, reorder_ops = _check_flag(upcast, "upcast"), _check_flag(reorder_ops, "reorder_ops")
     x = _prepare(q, k, v, scale, mask, window, sinks, fully_masked)
     if not upcast:
         named = [("q", x.q), ("k", x.k), ("v", x.v)] + ([("sinks", x.sink)] if x.sink is not None else [])
@@ -410,11 +451,14 @@ def paged_attention_ref(q, key_pool, value_pool, block_table, length: int, *, sc
                          f"but key_pool has {list(kp.shape[:3])}")
     num_blocks, _, block_size, _ = kp.shape
     table = np.asarray(block_table)
+    if table.dtype.kind in "OUS":  # None, strings, ragged lists: no block ids at all
+        raise TypeError(f"block_table must be a 1-D sequence of ints, got {type(block_table).__name__}")
     if table.ndim != 1 or (table.size and not np.issubdtype(table.dtype, np.integer)):
         raise ValueError(f"block_table must be a 1-D sequence of ints, got shape {table.shape} dtype {table.dtype}")
-    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
-        raise ValueError(f"length must be a positive int, got {length!r}")
-    needed = -(-int(length) // block_size)
+    length = _check_int(length, "length", minimum=1)
+    if block_size == 0:
+        raise ValueError("key_pool must have block_size >= 1 (its third axis), got 0")
+    needed = -(-length // block_size)
     if table.size < needed:
         raise ValueError(f"block_table has {table.size} blocks but length={length} needs {needed} "
                          f"of block_size {block_size}")

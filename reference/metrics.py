@@ -12,6 +12,7 @@ look at positions where both values are finite.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -30,18 +31,56 @@ _BITS = {
 
 def dtype_name(dtype) -> str:
     """Canonical name ('float32', 'float16', 'bfloat16', ...) of an MLX, NumPy, ml_dtypes or torch dtype, or of a
-    NumPy scalar type (``np.float16``, ``ml_dtypes.bfloat16``)."""
+    NumPy scalar type (``np.float16``, ``ml_dtypes.bfloat16``). A string is returned as given (the caller checks
+    it against its own list); anything else (None, a number, a Python type) is a TypeError."""
     if isinstance(dtype, str):
         return dtype
     if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
         return np.dtype(dtype).name
-    return str(dtype).rsplit(".", 1)[-1]  # mlx.core.float16, torch.bfloat16
+    if type(dtype).__module__.split(".")[0] in ("mlx", "torch"):
+        return str(dtype).rsplit(".", 1)[-1]  # mlx.core.float16, torch.bfloat16
+    raise TypeError(f"dtype must be a dtype (a NumPy, ml_dtypes, MLX or torch dtype, or its name), "
+                    f"got {type(dtype).__name__}")
+
+
+# --- argument checks (TypeError: wrong kind, ValueError: out of range; each names its argument) ---
+
+# Array kinds that hold no numbers: None, strings and ragged lists become these under np.asarray.
+# ('V' stays allowed: ml_dtypes' bfloat16 is a 'V' kind.)
+_NOT_NUMERIC = "OUS"
+
+
+def _check_numeric(a: np.ndarray, name: str) -> np.ndarray:
+    if a.dtype.kind in _NOT_NUMERIC:
+        raise TypeError(f"{name} must be a numeric array-like, got dtype {a.dtype}")
+    return a
+
+
+def _check_real(value, name: str) -> float:
+    """A real number (Python or NumPy int / float, never bool) as a float; an int past float's range is a
+    ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must fit in a float, got {value!r}") from None
+
+
+def _check_float_dtype(dtype) -> str:
+    """``dtype`` when it names one of ``FLOAT_DTYPES``."""
+    if not isinstance(dtype, str):
+        raise TypeError(f"dtype must be one of {FLOAT_DTYPES} (a str), got {type(dtype).__name__}")
+    if dtype not in _BITS:
+        raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    return dtype
 
 
 def to_numpy(x, *, name: str = "x") -> np.ndarray:
-    """A host NumPy copy of ``x``, keeping float16/bfloat16 as themselves."""
+    """A host NumPy copy of ``x``, keeping float16/bfloat16 as themselves. What holds no numbers (None, a string,
+    a ragged list: an object or string array) is a TypeError naming ``name``."""
     if isinstance(x, np.ndarray):
-        return x
+        return _check_numeric(x, name)
     if hasattr(x, "__array_namespace__") or type(x).__module__.startswith("mlx"):
         import mlx.core as mx
 
@@ -58,15 +97,21 @@ def to_numpy(x, *, name: str = "x") -> np.ndarray:
             return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
         return x.numpy()
     try:
-        return np.asarray(x)
+        a = np.asarray(x)
     except Exception as exc:  # pragma: no cover - message path
         raise TypeError(f"{name} must be array-like, got {type(x).__name__}") from exc
+    if a.dtype.kind in _NOT_NUMERIC:
+        raise TypeError(f"{name} must be a numeric array-like, got {type(x).__name__} "
+                        f"(dtype {a.dtype} under np.asarray)")
+    return a
 
 
 def canonical_nan(x, *, name: str = "x") -> np.ndarray:
     """A host copy of ``x`` with every NaN as one NaN pattern: for a bit-exact comparison where a NaN's sign and
     payload are no part of the contract (llama.cpp compares NaN as NaN); every other value keeps its bytes."""
     a = to_numpy(x, name=name)
+    if a.dtype.kind in "biu":  # bools and integers hold no NaN (and np.nan has no such encoding)
+        return a
     return np.where(np.isnan(a.astype(np.float64)), np.array(np.nan, a.dtype), a)
 
 
@@ -75,6 +120,11 @@ def as_f64(x, *, name: str = "x") -> np.ndarray:
 
 
 def check_same_shape(a: np.ndarray, b: np.ndarray, names: tuple[str, str]) -> None:
+    if not (isinstance(names, tuple) and len(names) == 2 and all(isinstance(n, str) for n in names)):
+        raise TypeError(f"names must be a pair of str, got {names!r}")
+    for name, x in zip(names, (a, b)):
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{name} must be a NumPy array, got {type(x).__name__}")
     if a.shape != b.shape:
         raise ValueError(f"{names[0]} has shape {a.shape} but {names[1]} has shape {b.shape}")
 
@@ -131,10 +181,9 @@ def round_once(x, dtype: str) -> np.ndarray:
     1 instead of ``1 + 2**-7``). For bfloat16 the float32 step here rounds to odd instead (truncate, then set the
     last bit if inexact); 24 >= 8 + 2 bits makes the second rounding exact.
     """
-    if dtype not in _BITS:
-        raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    _check_float_dtype(dtype)
     np_dtype = _BITS[dtype][0]
-    x = np.asarray(to_numpy(x), dtype=np.float64)
+    x = np.asarray(to_numpy(x, name="x"), dtype=np.float64)
     if dtype != "bfloat16":
         with np.errstate(over="ignore"):  # beyond the dtype's range is inf, as intended
             return x.astype(np_dtype)
@@ -153,8 +202,7 @@ def ordered_bits(x, dtype: str) -> np.ndarray:
 
     +0 and -0 both map to 0, so they are 0 ULP apart.
     """
-    if dtype not in _BITS:
-        raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    _check_float_dtype(dtype)
     _, uint, nbits = _BITS[dtype]
     rounded = round_once(x, dtype)
     raw = np.ascontiguousarray(rounded).view(uint).astype(np.int64).reshape(rounded.shape)  # (0-d stays 0-d)
@@ -170,6 +218,7 @@ def ulp_distance(actual, expected, dtype: str) -> np.ndarray:
     rounding (1e6 is +inf in float16). Positions where the classes differ count as infinitely far; matching
     NaN / inf count as 0. Any shape, 0-d included.
     """
+    _check_float_dtype(dtype)
     a, e = to_numpy(actual, name="actual"), to_numpy(expected, name="expected")
     check_same_shape(a, e, ("actual", "expected"))
     a64, e64 = round_once(a, dtype).astype(np.float64), round_once(e, dtype).astype(np.float64)
@@ -213,6 +262,10 @@ def kl_divergence(ref_logits, test_logits, *, axis: int = -1) -> np.ndarray:
     check_same_shape(p, q, ("ref_logits", "test_logits"))
     if p.ndim == 0:
         raise ValueError("ref_logits must have at least one axis (the vocabulary)")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an int, got {type(axis).__name__}")
+    if not -p.ndim <= axis < p.ndim:
+        raise ValueError(f"axis must lie in [{-p.ndim}, {p.ndim - 1}] for {p.ndim}-axis logits, got {axis}")
     with np.errstate(invalid="ignore"):  # a NaN / inf row: its NaN is the answer (docstring)
         log_p = log_softmax(p, axis=axis)
         log_q = log_softmax(q, axis=axis)
@@ -227,10 +280,13 @@ def dtype_spacing(magnitude: float, dtype: str) -> float:
     Measured on the bit pattern, so it works the same for bfloat16. At the largest
     finite value the gap below is used (the gap above would be inf).
     """
-    if dtype not in _BITS:
-        raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    _check_float_dtype(dtype)
     np_dtype, uint, _ = _BITS[dtype]
-    m = np.array(abs(float(magnitude))).astype(np_dtype)
+    magnitude = _check_real(magnitude, "magnitude")
+    if math.isnan(magnitude):
+        raise ValueError("magnitude must not be NaN")
+    with np.errstate(over="ignore"):  # past the dtype's range is inf, whose spacing is inf
+        m = np.array(abs(magnitude)).astype(np_dtype)
     if not np.isfinite(np.float64(m)):
         return float("inf")
     bits = m.view(uint)
@@ -248,11 +304,12 @@ def rounding_noise_floor(expected, dtype: str) -> float:
     float32 kernel. It is the error-ratio gate's floor, so the gate cannot demand
     better than the output format can hold when the baseline happens to be exact.
     """
+    _check_float_dtype(dtype)
     e = as_f64(expected, name="expected")
     finite = e[np.isfinite(e)]
     peak = float(np.max(np.abs(finite))) if finite.size else 0.0
-    if dtype in _BITS:  # a reference beyond the dtype's range: the spacing at its largest finite value
-        peak = min(peak, float(ml_dtypes.finfo(_BITS[dtype][0]).max))
+    # a reference beyond the dtype's range: the spacing at its largest finite value
+    peak = min(peak, float(ml_dtypes.finfo(_BITS[dtype][0]).max))
     return dtype_spacing(peak, dtype)
 
 
@@ -272,6 +329,7 @@ class ErrorRatio:
 
 def error_ratio(actual, reference, baseline, *, factor: float, floor: float) -> ErrorRatio:
     """FlashAttention's rule: max|actual-ref| <= factor * max|baseline-ref| + floor."""
+    factor, floor = _check_real(factor, "factor"), _check_real(floor, "floor")
     if not np.isfinite(factor) or factor <= 0:
         raise ValueError(f"factor must be a positive finite number, got {factor!r}")
     if not np.isfinite(floor) or floor < 0:

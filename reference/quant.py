@@ -104,13 +104,54 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat1
 EPS = np.float32(1e-7)
 
 
+# --- argument checks (TypeError: wrong kind, ValueError: out of range; each names its argument) ---
+
+_MAX_AXIS = int(np.iinfo(np.int64).max)  # no array axis is longer
+
+
+def _check_int(value, name: str, *, minimum: int = 0, maximum: int = _MAX_AXIS) -> int:
+    """``value`` as a Python int (Python or NumPy integer, never bool) in [minimum, maximum]: a NumPy uint8 4
+    would overflow ``columns * bits``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{name} must be an int in [{minimum}, {maximum}], got {value!r}")
+    return int(value)
+
+
+def _check_choice(value, name: str, choices: tuple[int, ...]) -> int:
+    """An int (never bool) that is one of ``choices``, as a Python int."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, one of {choices}, got {type(value).__name__}")
+    if int(value) not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return int(value)
+
+
+def _check_bits(bits) -> int:
+    return _check_choice(bits, "bits", BITS)
+
+
 def _check_bits_group(group_size, bits) -> tuple[int, int]:
-    """(group_size, bits) as Python ints (a NumPy uint8 4 would overflow ``columns * bits``)."""
+    """(group_size, bits) as Python ints."""
     bits = _check_bits(bits)
-    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) \
-            or int(group_size) not in GROUP_SIZES:
-        raise ValueError(f"group_size must be one of {GROUP_SIZES}, got {group_size!r}")
-    return int(group_size), bits
+    return _check_choice(group_size, "group_size", GROUP_SIZES), bits
+
+
+def _check_array(x, name: str) -> np.ndarray:
+    """A NumPy array: the oracle does not guess a dtype for a list."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a NumPy array, got {type(x).__name__}")
+    return x
+
+
+def _check_array_like(x, name: str) -> np.ndarray:
+    """``np.asarray(x)``, refusing what holds no numbers (None, strings, ragged lists)."""
+    a = np.asarray(x)
+    if a.dtype.kind in "OUS":
+        raise TypeError(f"{name} must be a numeric array, got {type(x).__name__} "
+                        f"(dtype {a.dtype} under np.asarray)")
+    return a
 
 
 def _check_float(x: np.ndarray, name: str) -> None:
@@ -119,27 +160,45 @@ def _check_float(x: np.ndarray, name: str) -> None:
         raise ValueError(f"{name} must have dtype in ({names}), got {x.dtype}")
 
 
+def _check_dtype(dtype, name: str = "dtype") -> np.dtype:
+    """One of ``DTYPES``, from anything ``np.dtype`` reads (``np.float16``, ``"bfloat16"``, a dtype)."""
+    choices = [str(d) for d in DTYPES]
+    if dtype is None or isinstance(dtype, (bool, int, float)):  # np.dtype(None) would be float64
+        raise TypeError(f"{name} must be a dtype, one of {choices}, got {type(dtype).__name__}")
+    try:
+        out = np.dtype(dtype)
+    except TypeError:
+        if isinstance(dtype, str):
+            raise ValueError(f"{name} must be one of {choices}, got {dtype!r}") from None
+        raise TypeError(f"{name} must be a dtype, one of {choices}, got {type(dtype).__name__}") from None
+    if out not in DTYPES:
+        raise ValueError(f"{name} must be one of {choices}, got {out}")
+    return out
+
+
 def packed_width(columns: int, bits: int) -> int:
-    """uint32 words that hold ``columns`` codes of ``bits`` bits."""
+    """uint32 words that hold ``columns`` codes of ``bits`` bits.
+
+    ``columns = 0`` is allowed (0 words): an empty row packs to an empty row.
+    """
+    bits = _check_bits(bits)
+    columns = _check_int(columns, "columns")
     if (columns * bits) % 32:
         raise ValueError(f"columns * bits must be a multiple of 32, got {columns} * {bits}")
     return columns * bits // 32
-
-
-def _check_bits(bits) -> int:
-    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or int(bits) not in BITS:
-        raise ValueError(f"bits must be one of {BITS}, got {bits!r}")
-    return int(bits)
 
 
 def pack(codes: np.ndarray, bits: int) -> np.ndarray:
     """Pack integer codes ``[..., D]`` (each < 2**bits) into uint32 ``[..., D*bits/32]``
     as a little-endian bit stream per row."""
     bits = _check_bits(bits)
-    codes = np.asarray(codes)
+    codes = _check_array_like(codes, "codes")
     if codes.ndim < 1 or not np.issubdtype(codes.dtype, np.integer):
         raise ValueError(f"codes must be an integer array with at least one axis, got {codes.dtype} {codes.shape}")
-    width = packed_width(codes.shape[-1], bits)  # refuses a row that does not fill whole words
+    if codes.shape[-1] * bits % 32:
+        raise ValueError(f"codes' last axis must fill whole uint32 words: columns * bits must be a multiple of 32, "
+                         f"got {codes.shape[-1]} * {bits}")
+    width = packed_width(codes.shape[-1], bits)
     if codes.size and (codes.min() < 0 or codes.max() >= 1 << bits):
         raise ValueError(f"codes must lie in [0, {(1 << bits) - 1}] for {bits} bits")
     codes = codes.astype(np.uint8)
@@ -153,7 +212,7 @@ def pack(codes: np.ndarray, bits: int) -> np.ndarray:
 def unpack(packed: np.ndarray, bits: int) -> np.ndarray:
     """The integer codes (uint32 ``[..., W*32/bits]``) held in ``packed`` uint32 ``[..., W]``."""
     bits = _check_bits(bits)
-    packed = np.asarray(packed)
+    packed = _check_array_like(packed, "packed")
     if packed.dtype != np.uint32 or packed.ndim < 1:
         raise ValueError(f"packed must be a uint32 array with at least one axis, got {packed.dtype} {packed.shape}")
     if packed.shape[-1] * 32 % bits:
@@ -192,6 +251,7 @@ _F32_QUIET = np.uint32(0x00400000)
 
 def widen(x: np.ndarray) -> np.ndarray:
     """``x`` (float32/float16/bfloat16) as float32, converted as MLX's CPU does."""
+    _check_float(_check_array(x, "x"), "x")
     out = x.astype(np.float32)
     if x.dtype == np.float16:
         bits = out.view(np.uint32)
@@ -201,8 +261,9 @@ def widen(x: np.ndarray) -> np.ndarray:
 
 def narrow(x: np.ndarray, dtype) -> np.ndarray:
     """float32 ``x`` rounded to ``dtype`` as MLX's CPU ``static_cast`` / ``astype`` does."""
-    x = np.asarray(x, dtype=np.float32)
-    dtype = np.dtype(dtype)
+    if _check_array(x, "x").dtype != np.float32:  # a wider x would be rounded twice
+        raise ValueError(f"x must be a float32 array, got {x.dtype}")
+    dtype = _check_dtype(dtype)
     if dtype == np.float32:
         return x.astype(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -217,6 +278,7 @@ def narrow(x: np.ndarray, dtype) -> np.ndarray:
 
 def cast(x: np.ndarray, dtype) -> np.ndarray:
     """``mx.astype`` on the CPU: through float32 (exact), then rounded to ``dtype``."""
+    dtype = _check_dtype(dtype)
     return narrow(widen(x), dtype)
 
 
@@ -230,9 +292,7 @@ def _to_code(x: np.ndarray) -> np.ndarray:
 def quantize(w, *, group_size: int, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Affine-quantize ``w`` along its last axis; see the module docstring."""
     group_size, bits = _check_bits_group(group_size, bits)
-    if not isinstance(w, np.ndarray):
-        raise ValueError(f"w must be a NumPy array, got {type(w).__name__}")
-    _check_float(w, "w")
+    _check_float(_check_array(w, "w"), "w")
     if w.ndim < 1:
         raise ValueError("w must have at least one axis")
     columns = w.shape[-1]
@@ -268,8 +328,7 @@ def dequantize(packed, scales, biases, *, group_size: int, bits: int, dtype=None
     """``scales * code + biases`` per group, as MLX's CPU dequantize computes it."""
     group_size, bits = _check_bits_group(group_size, bits)
     for name, x in (("packed", packed), ("scales", scales), ("biases", biases)):
-        if not isinstance(x, np.ndarray):
-            raise ValueError(f"{name} must be a NumPy array, got {type(x).__name__}")
+        _check_array(x, name)
     if packed.dtype != np.uint32:
         raise ValueError(f"packed must be uint32, got {packed.dtype}")
     _check_float(scales, "scales")
@@ -287,12 +346,7 @@ def dequantize(packed, scales, biases, *, group_size: int, bits: int, dtype=None
         raise ValueError(
             f"packed's last axis ({packed.shape[-1]} words = {packed.shape[-1] * 32 / bits:g} codes of {bits} bits) "
             f"must hold scales.shape[-1] * group_size = {scales.shape[-1] * group_size} codes")
-    try:
-        out_dtype = scales.dtype if dtype is None else np.dtype(dtype)
-    except TypeError as exc:
-        raise ValueError(f"dtype must be one of {[str(d) for d in DTYPES]}, got {dtype!r}") from exc
-    if out_dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {[str(d) for d in DTYPES]}, got {out_dtype}")
+    out_dtype = scales.dtype if dtype is None else _check_dtype(dtype)
     t = scales.dtype
     lead = packed.shape[:-1]
     codes = unpack(packed, bits).reshape(lead + (scales.shape[-1], group_size))

@@ -60,8 +60,11 @@ SCORE_DTYPES = {
 }
 
 
+# Argument checks: TypeError for the wrong kind, ValueError out of range, each naming the argument.
+
+
 def _score_dtype(dtype) -> np.dtype:
-    name = metrics.dtype_name(dtype)
+    name = metrics.dtype_name(dtype)  # TypeError for what is no dtype at all (None, a number)
     if name not in SCORE_DTYPES:
         raise ValueError(f"dtype must be one of {tuple(SCORE_DTYPES)}, got {dtype!r}")
     return SCORE_DTYPES[name]
@@ -71,16 +74,22 @@ def round_to(x, dtype) -> np.ndarray:
     """float64 ``x`` rounded ONCE (to nearest, ties to even) to ``dtype``, returned as float64
     (``metrics.round_once``, which says why ``ml_dtypes``' own bfloat16 cast would not do)."""
     t = _score_dtype(dtype)
+    x = metrics.to_numpy(x, name="x")  # refuses None and strings, which np.asarray(float64) reads as NaN / fails on
     return metrics.round_once(np.asarray(x, dtype=np.float64), t.name).astype(np.float64)
+
+
+def _floats(x, name: str) -> np.ndarray:
+    a = metrics.to_numpy(x, name=name)
+    if not (np.issubdtype(a.dtype, np.floating) or metrics.dtype_name(a.dtype) == "bfloat16"):
+        raise ValueError(f"{name} must be a float array, got dtype {a.dtype}")
+    return a
 
 
 def _rows(x, name: str) -> np.ndarray:
     a = metrics.to_numpy(x, name=name)
     if a.ndim == 0 or a.shape[-1] == 0:
         raise ValueError(f"{name} must have a non-empty last (vocabulary) axis, got shape {a.shape}")
-    if not (np.issubdtype(a.dtype, np.floating) or metrics.dtype_name(a.dtype) == "bfloat16"):
-        raise ValueError(f"{name} must be a float array, got dtype {a.dtype}")
-    return a
+    return _floats(a, name)
 
 
 def logsumexp_ref(logits) -> np.ndarray:
@@ -109,7 +118,7 @@ def normalized_scores_ref(logits, dtype, lse=None) -> np.ndarray:
     if lse is None:
         lse64 = logsumexp_ref(x)
     else:
-        lse64 = metrics.to_numpy(lse, name="lse").astype(np.float64)
+        lse64 = _floats(lse, "lse").astype(np.float64)
         if lse64.shape == x.shape[:-1]:
             lse64 = lse64[..., None]
         if lse64.shape != x.shape[:-1] + (1,):

@@ -457,28 +457,28 @@ def _good():
     return w, quant.quantize(w, group_size=32, bits=4)
 
 
-@pytest.mark.parametrize("kwargs, argument", [
-    ({"group_size": 48, "bits": 4}, "group_size"),
-    ({"group_size": 32, "bits": 7}, "bits"),
-    ({"group_size": 32, "bits": 1}, "bits"),
-    ({"group_size": 32, "bits": True}, "bits"),
-    ({"group_size": 32.0, "bits": 4}, "group_size"),
+@pytest.mark.parametrize("kwargs, error, argument", [
+    ({"group_size": 48, "bits": 4}, ValueError, "group_size"),
+    ({"group_size": 32, "bits": 7}, ValueError, "bits"),
+    ({"group_size": 32, "bits": 1}, ValueError, "bits"),
+    ({"group_size": 32, "bits": True}, TypeError, "bits"),  # a bool is never an int
+    ({"group_size": 32.0, "bits": 4}, TypeError, "group_size"),
 ], ids=["group_size48", "bits7", "bits1", "bits_bool", "group_size_float"])
-def test_quantize_rejects_bad_parameters(kwargs, argument):
+def test_quantize_rejects_bad_parameters(kwargs, error, argument):
     w, _ = _good()
-    with pytest.raises(ValueError, match=argument):
+    with pytest.raises(error, match=argument):
         quant.quantize(w, **kwargs)
 
 
-@pytest.mark.parametrize("w, argument", [
-    (np.zeros((2, 96), np.float32), "group_size"),  # 96 is not a multiple of 64
-    (np.zeros((2, 64), np.float64), "w"),
-    (np.zeros((2, 64), np.int32), "w"),
-    ([[0.0] * 64], "w"),
-    (np.zeros((2, 0), np.float32), "group_size"),
+@pytest.mark.parametrize("w, error, argument", [
+    (np.zeros((2, 96), np.float32), ValueError, "group_size"),  # 96 is not a multiple of 64
+    (np.zeros((2, 64), np.float64), ValueError, "w"),
+    (np.zeros((2, 64), np.int32), ValueError, "w"),
+    ([[0.0] * 64], TypeError, "w"),  # not a NumPy array: the oracle does not guess its dtype
+    (np.zeros((2, 0), np.float32), ValueError, "group_size"),
 ], ids=["not_divisible", "float64", "int32", "list", "empty"])
-def test_quantize_rejects_bad_w(w, argument):
-    with pytest.raises(ValueError, match=argument):
+def test_quantize_rejects_bad_w(w, error, argument):
+    with pytest.raises(error, match=argument):
         quant.quantize(w, group_size=64, bits=4)
 
 
@@ -505,7 +505,7 @@ def test_dequantize_rejects_bad_inputs():
         ((packed[:, :4], scales, biases), {}, "packed"),
         ((packed, scales, biases), {"dtype": np.float64}, "dtype"),
         ((packed, scales, biases), {"dtype": "not a dtype"}, "dtype"),
-        ((packed, scales[0, 0], biases[0, 0]), {}, "scales"),
+        ((packed, scales[0, 0, ...], biases[0, 0, ...]), {}, "scales"),  # 0-d arrays: no group axis
         ((packed, scales, biases), {"bits": 7}, "bits"),
         ((packed, scales, biases), {"group_size": 16}, "group_size"),
     ]
@@ -513,6 +513,8 @@ def test_dequantize_rejects_bad_inputs():
         kwargs = {"group_size": 32, "bits": 4, **override}
         with pytest.raises(ValueError, match=argument):
             quant.dequantize(*args, **kwargs)
+    with pytest.raises(TypeError, match="scales"):  # a NumPy scalar is no array
+        quant.dequantize(packed, scales[0, 0], biases[0, 0], group_size=32, bits=4)
 
 
 # --- the GPU backend is a different function -----------------------------------
