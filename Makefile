@@ -45,12 +45,16 @@ venv: $(STAMP)
 # The conformance gate: oracles, properties and parity gates on the default
 # device; writes results.jsonl, junit.xml, results.json and index.html (the
 # report); non-zero on failure. COMPARE=old/results.json adds the comparison
-# with an earlier run and fails when a gate newly fails or perf regressed (the
-# file is copied first, so COMPARE=$(OUT)/results.json compares with the last run).
+# with an earlier run and fails when a gate newly fails, a gate or test of that
+# run is gone, a threshold was loosened, or perf regressed (the file is copied
+# first, so COMPARE=$(OUT)/results.json compares with the last run).
+# COMPARE_ALLOW_REMOVED=1 lists gone gates and tests without failing (tests
+# deleted or renamed on purpose).
 # After the tests, when perf/baselines/ holds this device key's baseline, its
 # benchmarks rerun serially and are judged against it (python -m perf.run --gate;
 # a regressed record fails the verdict); without one it says so and does nothing.
 COMPARE ?=
+COMPARE_ALLOW_REMOVED ?=
 gate: $(STAMP)
 	@compare="$(COMPARE)"; \
 	if [ -n "$$compare" ]; then \
@@ -63,7 +67,8 @@ gate: $(STAMP)
 	  -n $(WORKERS) --junitxml=$(OUT)/junit.xml $(ARGS); \
 	status=$$?; \
 	$(PY) -m perf.run --gate $(if $(DEVICE),--device $(DEVICE)) --results $(OUT)/results.jsonl; perf_status=$$?; \
-	$(PY) -m reports.summary $(OUT) --pytest-status $$status $${compare:+--compare "$$compare"}; \
+	$(PY) -m reports.summary $(OUT) --pytest-status $$status $${compare:+--compare "$$compare"} \
+	  $(if $(COMPARE),$(if $(COMPARE_ALLOW_REMOVED),--allow-removed)); \
 	status=$$?; [ -z "$(COMPARE)" ] || rm -f "$$compare"; [ $$perf_status -le 1 ] || status=2; exit $$status
 
 # Every test in the repository (what CI runs).

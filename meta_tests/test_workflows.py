@@ -170,6 +170,9 @@ def test_gate_job_compares_with_the_base_branch_on_pull_requests(name):
     assert gate_step["env"]["BASE_RESULTS"] == f"${{{{ steps.{step['id']}.outputs.results }}}}"
     compares = [variables.get("COMPARE") for target, variables in make_calls(gate_step["run"]) if target == "gate"]
     assert sorted(compares, key=str) == ["$BASE_RESULTS", None], compares
+    # Gone gates fail the comparison unless the pull request says it removes them (the removes-checks label).
+    assert gate_step["env"]["COMPARE_ALLOW_REMOVED"] == (
+        "${{ contains(github.event.pull_request.labels.*.name, 'removes-checks') && '1' || '' }}")
 
 
 @pytest.mark.parametrize("name,job_name,job", jobs(), ids=JOB_IDS)

@@ -10,28 +10,42 @@ failing one, else the one closest to its threshold). It reports
 * ``fixed``: keys or tests that failed before and pass now;
 * ``moved``: keys present in both whose worst measured value changed, with the
   delta, also as a fraction of the threshold (what the sort uses);
+* ``gone``: checks of the old run the new run lost: gate keys (for a
+  Hypothesis-drawn test, the whole test: its cases are drawn) and tests;
+  ``not_comparable`` lists those the new run could not have made (their arm did
+  not run here, the run did not select their test, or their test skipped on a
+  different device);
+* ``loosened``: thresholds the new run widened, where the threshold is a fixed
+  property of the check (``threshold_changes``);
 * ``perf``: benchmarks matched by ``(benchmark, kernel, arm, shape)`` with the
   median change, and every benchmark of the new run flagged ``regressed``.
 
-The comparison fails (``failed``, with ``reasons``) when something newly fails
-or a benchmark of the new run regressed significantly (``regressed: true``,
-decided by the perf harness against its baseline with a p-value and effect size).
+The comparison fails (``failed``, with ``reasons``) when something newly fails,
+a check is gone (unless ``allow_removed``: tests deleted or renamed on
+purpose), a threshold was loosened, or a benchmark of the new run regressed
+significantly (``regressed: true``, decided by the perf harness against its
+baseline with a p-value and effect size).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
-from reports.results import FAILED_OUTCOMES, number, of_kind
+from reports.results import FAILED_OUTCOMES, counted_gates, number, of_kind
 
 # Measurements equal to this relative tolerance did not move: the same kernel on
 # the same inputs is deterministic, so any difference beyond float formatting is real.
 MOVED_RTOL = 1e-9
+KEY_FIELDS = ("test_id", "gate", "kernel", "arm", "dtype", "case")
+# Every gate of parity/gates.py passes on measured <= threshold (error_ratio: error <=
+# factor * baseline error + floor), so a larger threshold, factor or floor is a looser
+# check. A gate that passes on measured >= threshold would need the opposite test here.
+LISTED = 3  # names a reason spells out before "..."
 
 
 def gate_key(record: dict) -> tuple:
-    return tuple(str(record.get(k)) for k in ("test_id", "gate", "kernel", "arm", "dtype", "case"))
+    return tuple(str(record.get(k)) for k in KEY_FIELDS)
 
 
 def usage(record: dict) -> float:
@@ -48,7 +62,7 @@ def usage(record: dict) -> float:
 
 def worst_by_key(records: list[dict]) -> dict[tuple, dict]:
     worst: dict[tuple, dict] = {}
-    for r in of_kind(records, "gate"):
+    for r in counted_gates(records):
         key = gate_key(r)
         rank = (not r.get("passed"), usage(r))
         if key not in worst or rank > (not worst[key].get("passed"), usage(worst[key])):
@@ -57,7 +71,7 @@ def worst_by_key(records: list[dict]) -> dict[tuple, dict]:
 
 
 def _key_fields(record: dict) -> dict:
-    return {k: record.get(k) for k in ("test_id", "gate", "kernel", "arm", "dtype", "case")}
+    return {k: record.get(k) for k in KEY_FIELDS}
 
 
 def _moved(old: dict, new: dict) -> dict | None:
@@ -80,7 +94,169 @@ def perf_key(record: dict) -> tuple:
             str(list(record.get("shape") or [])))
 
 
-def compare(old_records: list[dict], new_records: list[dict], old_environment: dict | None = None) -> dict[str, Any]:
+# --- checks the new run lost ----------------------------------------------------
+
+
+def drawn_tests(*runs: list[dict]) -> set[str]:
+    """Node ids of Hypothesis tests (a ``property`` record in either run): their gate keys carry drawn values."""
+    return {str(p.get("nodeid")) for records in runs for p in of_kind(records, "property")}
+
+
+def presence_unit(record: dict, drawn: set[str]) -> dict:
+    """What of an old gate record must exist in the new run for its check to count as kept.
+
+    A fixed (parametrized or plain) test makes the same gate calls every run: the
+    whole key. A Hypothesis test draws its cases (and so the keys' ``case`` and
+    often ``dtype``) anew each run, so a key of one run need not recur in the
+    next: for it the unit is the test (and arm), gone only when it records no gate.
+    """
+    if str(record.get("test_id")) in drawn:
+        return {"test_id": record.get("test_id"), "gate": None, "kernel": None, "arm": record.get("arm"),
+                "dtype": None, "case": None}
+    return _key_fields(record)
+
+
+def covers(arg: str, nodeid: str) -> bool:
+    """Whether a selection argument (a path or node id relative to the rootdir) selects ``nodeid``."""
+    if arg in ("", "."):
+        return True
+    if "::" in arg:
+        return nodeid == arg or nodeid.startswith((arg + "::", arg + "["))
+    path = nodeid.split("::", 1)[0]
+    return path == arg or path.startswith(arg.rstrip("/") + "/")
+
+
+def selector(selections: list[dict]) -> Callable[[str], bool]:
+    """Whether the run that wrote these ``selection`` records selected a node id (no record: every test)."""
+    if not selections:
+        return lambda nodeid: True
+    chosen = [([str(a) for a in s.get("args") or ()], set(s.get("deselected") or ())) for s in selections]
+    return lambda nodeid: any(nodeid not in deselected and any(covers(a, nodeid) for a in args)
+                              for args, deselected in chosen)
+
+
+def _environment(records: list[dict], given: dict | None = None) -> dict:
+    return given or next((r for r in records if r.get("kind") == "environment"), {})
+
+
+def _ran_arm(environment: dict, arm: Any) -> bool:
+    status = (environment.get("arms") or {}).get(arm)
+    return isinstance(status, dict) and status.get("available") is True
+
+
+def _same_device(old_env: dict, new_env: dict) -> bool:
+    return all(old_env.get(k) == new_env.get(k) for k in ("device", "mlx_backend"))
+
+
+def lost_checks(old_records: list[dict], new_records: list[dict], old_env: dict, new_env: dict) -> tuple[list, list]:
+    """(gone, not_comparable): the old run's gate units and tests the new run has no record of.
+
+    Not comparable, so not a loss: a gate unit of an arm that did not run now (the
+    environment record's ``arms``), or of a test the new run did not select (its
+    ``selection`` record: paths, ``-k``/``-m``, shards), or of a test that skipped
+    now on another device or backend. A test is gone when it has no ``test`` record
+    now (the plugin writes one for every test that ran or skipped), unless not selected.
+    """
+    drawn = drawn_tests(old_records, new_records)
+    selected = selector(of_kind(new_records, "selection"))
+    new_tests = {str(t.get("nodeid")): t for t in of_kind(new_records, "test")}
+    kept = {gate_key(presence_unit(r, drawn)) for r in counted_gates(new_records)}
+    gone, not_comparable = [], []
+    units: dict[tuple, dict] = {}
+    for r in counted_gates(old_records):
+        unit = presence_unit(r, drawn)
+        units.setdefault(gate_key(unit), unit)
+    for key, unit in sorted(units.items()):
+        if key in kept:
+            continue
+        test_id = str(unit["test_id"])
+        skipped = new_tests.get(test_id, {}).get("outcome") == "skipped"
+        entry = {"kind": "gate", **unit, "drawn": test_id in drawn}
+        if unit["arm"] is not None and not _ran_arm(new_env, unit["arm"]):
+            not_comparable.append({**entry, "why": f"arm {unit['arm']} did not run"})
+        elif not selected(test_id):
+            not_comparable.append({**entry, "why": "test not selected"})
+        elif skipped and not _same_device(old_env, new_env):
+            not_comparable.append({**entry, "why": f"skipped on {new_env.get('device')}/{new_env.get('mlx_backend')}: "
+                                                   f"{new_tests[test_id].get('skip_reason')}"})
+        else:
+            gone.append(entry)
+    if new_tests:  # (a run without reports.plugin has no test records: there is nothing to tell)
+        for t in of_kind(old_records, "test"):
+            nodeid = str(t.get("nodeid"))
+            if nodeid in new_tests:
+                continue
+            if selected(nodeid):
+                gone.append({"kind": "test", "test_id": nodeid})
+            else:
+                not_comparable.append({"kind": "test", "test_id": nodeid, "why": "test not selected"})
+    return gone, not_comparable
+
+
+# --- thresholds the new run widened ------------------------------------------------
+
+
+def threshold_values(records: list[dict], drawn: set[str]) -> dict[tuple, tuple[float, dict]]:
+    """The largest value of each comparable threshold setting, by (key, shape, setting), with where it is.
+
+    A threshold can be compared between runs only where it is a fixed property of
+    the check. Fixed tests make the same gate calls on the same inputs every run,
+    so a key's threshold at one shape (derivations may scale with the shape) is
+    fixed: ``threshold``, except for ``error_ratio``, whose threshold includes a
+    measurement (``factor`` x the naive baseline's error + ``floor``): there the
+    settings ``factor`` and ``floor`` are compared. A Hypothesis test's thresholds
+    may be derived from its drawn inputs (max|ref|, a drawn length), which differ
+    between runs, so only ``error_ratio``'s ``factor``, a constant of the rule, is
+    compared for it, per key without the drawn case and shape.
+    """
+    values: dict[tuple, tuple[float, dict]] = {}
+    for r in counted_gates(records):
+        if str(r.get("test_id")) in drawn:
+            settings = ("factor",) if r.get("gate") == "error_ratio" else ()
+            where = {**_key_fields(r), "case": None, "shape": None}
+        else:
+            settings = ("factor", "floor") if r.get("gate") == "error_ratio" else ("threshold",)
+            where = {**_key_fields(r), "shape": str(list(r.get("shape") or []))}
+        for name in settings:
+            value = number(r.get(name))
+            if value is None or math.isnan(value):
+                continue
+            slot = gate_key(where) + (str(where["shape"]), name)
+            if slot not in values or value > values[slot][0]:
+                values[slot] = (value, {**where, "field": name})
+    return values
+
+
+def loosened_thresholds(old_records: list[dict], new_records: list[dict]) -> list[dict]:
+    drawn = drawn_tests(old_records, new_records)
+    old, new = threshold_values(old_records, drawn), threshold_values(new_records, drawn)
+    loosened = []
+    for slot in sorted(set(old) & set(new)):
+        (before, _), (now, where) = old[slot], new[slot]
+        if now > before and not math.isclose(before, now, rel_tol=MOVED_RTOL, abs_tol=0.0):
+            loosened.append({**where, "old": before, "new": now})
+    return loosened
+
+
+def threshold_check_skipped(new_records: list[dict], old_env: dict, new_env: dict) -> str | None:
+    """Why thresholds cannot be compared between these runs, or None when they can."""
+    if not _same_device(old_env, new_env):
+        return (f"the runs differ in device or backend ({old_env.get('device')}/{old_env.get('mlx_backend')} before, "
+                f"{new_env.get('device')}/{new_env.get('mlx_backend')} now): thresholds may be chosen per device")
+    if not of_kind(new_records, "test"):
+        return ("the new run has no test records (reports.plugin not loaded): "
+                "Hypothesis-drawn cases cannot be told apart")
+    return None
+
+
+def _names(entries: list[dict], fields: tuple[str, ...]) -> str:
+    text = ", ".join(" ".join(str(e[f]) for f in fields if e.get(f) is not None) for e in entries[:LISTED])
+    return text + (" ..." if len(entries) > LISTED else "")
+
+
+def compare(old_records: list[dict], new_records: list[dict], old_environment: dict | None = None, *,
+            allow_removed: bool = False) -> dict[str, Any]:
+    """The comparison of two runs' records (``allow_removed``: gone checks are listed but do not fail it)."""
     if not isinstance(old_records, list) or not isinstance(new_records, list):
         raise TypeError("old_records and new_records must be lists of records")
     old_gates, new_gates = worst_by_key(old_records), worst_by_key(new_records)
@@ -108,6 +284,11 @@ def compare(old_records: list[dict], new_records: list[dict], old_environment: d
         elif was_failed and t.get("outcome") == "passed":
             fixed.append({"kind": "test", "test_id": t.get("nodeid")})
 
+    old_env, new_env = _environment(old_records, old_environment), _environment(new_records)
+    gone, not_comparable = lost_checks(old_records, new_records, old_env, new_env)
+    thresholds_skipped = threshold_check_skipped(new_records, old_env, new_env)
+    loosened = [] if thresholds_skipped else loosened_thresholds(old_records, new_records)
+
     old_perf = {perf_key(p): p for p in of_kind(old_records, "perf")}
     perf = []
     for p in of_kind(new_records, "perf"):
@@ -123,24 +304,35 @@ def compare(old_records: list[dict], new_records: list[dict], old_environment: d
     gate_failures = [f for f in new_failures if f["kind"] == "gate"]
     test_failures = [f for f in new_failures if f["kind"] == "test"]
     if gate_failures:
-        reasons.append(f"{len(gate_failures)} gate(s) newly fail: "
-                       + ", ".join(f"{f['test_id']} {f['gate']}" for f in gate_failures[:3])
-                       + (" ..." if len(gate_failures) > 3 else ""))
+        reasons.append(f"{len(gate_failures)} gate(s) newly fail: " + _names(gate_failures, ("test_id", "gate")))
     if test_failures:
         reasons.append(f"{len(test_failures)} test(s) newly fail")
+    if not allow_removed:
+        for kind, fields in (("gate", ("test_id", "gate", "kernel", "dtype", "case")), ("test", ("test_id",))):
+            lost = [g for g in gone if g["kind"] == kind]
+            if lost:
+                reasons.append(f"{len(lost)} {kind}(s) gone: {_names(lost, fields)}")
+    if loosened:
+        reasons.append(f"{len(loosened)} threshold(s) loosened: " + ", ".join(
+            f"{e['test_id']} {e['gate']} {e['field']} {e['old']:g} -> {e['new']:g}" for e in loosened[:LISTED])
+            + (" ..." if len(loosened) > LISTED else ""))
     if regressions:
         reasons.append(f"{len(regressions)} benchmark(s) regressed: "
-                       + ", ".join(str(c["benchmark"]) for c in regressions[:3]))
-    env = old_environment or next((r for r in old_records if r.get("kind") == "environment"), {})
+                       + ", ".join(str(c["benchmark"]) for c in regressions[:LISTED]))
     return {
-        "old": {"commit": (env.get("git") or {}).get("commit"), "dirty": (env.get("git") or {}).get("dirty"),
-                "date": env.get("date"), "device": env.get("device"), "profile": env.get("profile")},
+        "old": {"commit": (old_env.get("git") or {}).get("commit"), "dirty": (old_env.get("git") or {}).get("dirty"),
+                "date": old_env.get("date"), "device": old_env.get("device"), "profile": old_env.get("profile")},
         "matched": len(set(old_gates) & set(new_gates)),
         "added": len(set(new_gates) - set(old_gates)),
         "removed": len(set(old_gates) - set(new_gates)),
         "new_failures": new_failures,
         "fixed": fixed,
         "moved": moved,
+        "gone": gone,
+        "not_comparable": not_comparable,
+        "allow_removed": allow_removed,
+        "loosened": loosened,
+        "thresholds_skipped": thresholds_skipped,
         "perf": perf,
         "perf_regressions": len(regressions),
         "failed": bool(reasons),

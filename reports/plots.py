@@ -12,7 +12,8 @@
   regression).
 
 Every function returns an ``<svg>`` element as a string, ready to inline: no
-XML prolog, no DOCTYPE, no timestamps, ids unique per figure.
+XML prolog, no DOCTYPE, no timestamps, element ids unique across the page's figures
+(each figure's prefixed by a hash of its name).
 """
 
 from __future__ import annotations
@@ -49,9 +50,25 @@ def numel(shape) -> int:
     return max(1, math.prod(int(d) for d in shape if isinstance(d, (int, float))))
 
 
+ID_RE = re.compile(r'(?<=\s)id="([^"]+)"')
+REFERENCE_RES = (re.compile(r"url\(#([^)]+)\)"), re.compile(r'((?:xlink:)?href)="#([^"]+)"'))
+
+
+def prefix_ids(svg: str, prefix: str) -> str:
+    """``svg`` with every element id, and every reference to one, prefixed: matplotlib numbers its
+    ids per figure (``figure_1``, ``axes_1``, ``line2d_1``), and the page inlines many figures, where
+    a repeated id is invalid HTML and a ``url(#...)`` could resolve to another figure's clip path."""
+    svg = ID_RE.sub(lambda m: f'id="{prefix}{m.group(1)}"', svg)
+    svg = REFERENCE_RES[0].sub(lambda m: f"url(#{prefix}{m.group(1)})", svg)
+    return REFERENCE_RES[1].sub(lambda m: f'{m.group(1)}="#{prefix}{m.group(2)}"', svg)
+
+
 def to_svg(fig, salt: str) -> str:
-    """The figure as an inline <svg>. ``salt`` makes matplotlib's element ids unique per figure."""
-    with matplotlib.rc_context({"svg.hashsalt": hashlib.sha1(salt.encode()).hexdigest()[:12]}):
+    """The figure as an inline <svg> whose ids are unique in the page. ``salt`` names the figure (unique per
+    page): it prefixes the ids, and it is matplotlib's hash salt, which otherwise draws a random one per
+    run, so the same figure gives the same SVG."""
+    digest = hashlib.sha1(salt.encode()).hexdigest()
+    with matplotlib.rc_context({"svg.hashsalt": digest[:12]}):
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(fig)
@@ -61,7 +78,7 @@ def to_svg(fig, salt: str) -> str:
     # Shrink with the page, never grow past the drawn size; the viewBox keeps the aspect ratio.
     svg = re.sub(r'<svg([^>]*?) width="([^"]*)" height="[^"]*"',
                  r'<svg\1 class="plot" style="width:100%;max-width:\2"', svg, count=1)
-    return svg
+    return prefix_ids(svg, f"g{digest[:8]}-")
 
 
 def _y_scale(finite: list[float]) -> tuple[str, dict, float]:

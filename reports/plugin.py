@@ -12,6 +12,11 @@ safe from pytest-xdist workers):
   shrinks, seconds, why Hypothesis stopped, per-phase counts; and for a
   failure the minimal falsifying example(s), the ``@reproduce_failure`` blob,
   the seed, and copy-paste replay commands.
+* kind ``selection``: one per run, written where the tests are collected (the
+  only process, or xdist's first worker): the paths and node ids the run was
+  given, ``-k``/``-m``, and the node ids deselected (``-k``, ``-m``, shards,
+  ``--deselect``), so a comparison can tell a test this run did not select from
+  a test that is gone.
 
 Statistics come from Hypothesis's own statistics collector (the data behind
 ``item.hypothesis_statistics`` / ``--hypothesis-show-statistics``): this
@@ -29,10 +34,12 @@ blob of a failure replays from the command line without editing the test.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -217,6 +224,40 @@ def property_record(item, stats: list[dict], failure: dict | None, outcome: str)
     }
 
 
+# --- the process that collects: what the run selected ---------------------------
+
+
+def relative_argument(config, arg: str) -> str:
+    """A command-line path or node id as the rootdir-relative form node ids use ("." for the rootdir itself)."""
+    path, sep, rest = str(arg).partition("::")
+    absolute = os.path.normpath(os.path.join(config.invocation_params.dir, path))
+    try:
+        path = Path(os.path.relpath(absolute, config.rootpath)).as_posix()
+    except ValueError:  # another drive (Windows)
+        path = Path(absolute).as_posix()
+    if path.startswith("../"):
+        path = Path(absolute).as_posix()
+    return path + sep + rest
+
+
+class Selection:
+    """Registered where tests are collected; writes the ``selection`` record once collection is done."""
+
+    def __init__(self):
+        self.deselected: list[str] = []
+
+    def pytest_deselected(self, items):
+        self.deselected.extend(item.nodeid for item in items)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        config = session.config
+        append_record({"kind": "selection", "args": [relative_argument(config, a) for a in config.args],
+                       "keyword": config.getoption("keyword") or None,
+                       "markexpr": config.getoption("markexpr") or None,
+                       "selected": len(session.items), "deselected": self.deselected, "time": time.time()})
+
+
 # --- the process that sees every report: test records and progress ------------
 
 
@@ -315,7 +356,15 @@ class Progress:
             self.print_module(module, note="  (incomplete)" if self.expected else "")
 
 
+def collects_for_the_run(config) -> bool:
+    """Whether this process's collection is the run's: the only process, or xdist's first worker (every worker
+    collects the same tests; the controller collects none, so never reaches pytest_collection_finish)."""
+    return not is_worker(config) or config.workerinput.get("workerid") == "gw0"
+
+
 def pytest_configure(config):
     _reproduce_argument(config)  # fail early on a malformed value
+    if collects_for_the_run(config):
+        config.pluginmanager.register(Selection(), "mlxgate-selection")
     if not is_worker(config):
         config.pluginmanager.register(Progress(config), "mlxgate-progress")

@@ -3,12 +3,18 @@
 One JSON object per line. Lines are written with a single ``write`` on a file
 opened with O_APPEND, so pytest-xdist workers can share the file without
 interleaving. The HTML report and ``reports.summary`` read it back.
+
+A record written while Hypothesis runs a test example gets ``example``:
+``"final"`` in the execution Hypothesis reports (the minimal falsifying example,
+an explicit ``@example``, a ``@reproduce_failure`` replay), else ``"search"``
+(generation, shrinking): a falsified property's shrink steps can be told apart.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -36,9 +42,19 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def hypothesis_example() -> str | None:
+    """``"final"`` or ``"search"`` inside a Hypothesis test example (see above); None outside one."""
+    control = sys.modules.get("hypothesis.control")  # not imported: no Hypothesis test is running
+    if control is None or not control.currently_in_test_context():
+        return None
+    return "final" if control.current_build_context().is_final else "search"
+
+
 def append_record(record: dict[str, Any], path: Path | None = None) -> None:
     path = Path(path) if path is not None else results_path()
     path.parent.mkdir(parents=True, exist_ok=True)
+    example = hypothesis_example()
+    record = record if example is None or "example" in record else {**record, "example": example}
     line = json.dumps({"schema": SCHEMA_VERSION, **_jsonable(record)}, sort_keys=True) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from reports.recorder import SCHEMA_VERSION as RECORD_SCHEMA
 
 RESULTS_SCHEMA = 2
-KINDS = ("environment", "canary", "gate", "finding", "test", "property", "perf", "mutant")
+KINDS = ("environment", "selection", "canary", "gate", "finding", "test", "property", "perf", "mutant")
 # The fields a verdict or a count is read from: a value of another type would be read as something else (the
 # string "false" is truthy), so a record holding one is refused, not counted.
 _BOOLEAN_FIELDS = {"gate": ("passed",), "perf": ("regressed",), "mutant": ("killed",)}
@@ -64,9 +64,35 @@ def of_kind(records: Iterable[dict], kind: str) -> list[dict]:
     return [r for r in records if r.get("kind") == kind]
 
 
+def counted_gates(records: Iterable[dict]) -> list[dict]:
+    """The gate records that count: all but a falsified property's superseded failures.
+
+    A gate inside a Hypothesis test writes a record per example it runs, the failing
+    examples Hypothesis tried while searching and shrinking included (``example:
+    "search"``), then one per gate call of the minimal example it reports
+    (``"final"``). Where a test has such a final failure, its earlier failing records
+    are steps toward it, not more failures: they stay in the records (evidence) but
+    are not counted. Without a final failure (an interrupted or flaky run) they count.
+    """
+    gates = of_kind(records, "gate")
+    falsified = falsified_tests(gates)
+    return [g for g in gates if not is_superseded(g, falsified)]
+
+
+def falsified_tests(gates: list[dict]) -> set:
+    """Test ids with a failing gate record of the example Hypothesis reports (``example: "final"``)."""
+    return {g.get("test_id") for g in gates if g.get("example") == "final" and not g.get("passed")}
+
+
+def is_superseded(gate: dict, falsified: set) -> bool:
+    """A failing record of an example Hypothesis tried before the minimal one of a test in ``falsified``."""
+    return gate.get("example") == "search" and not gate.get("passed") and gate.get("test_id") in falsified
+
+
 def totals(records: list[dict]) -> dict[str, Any]:
     """Counts per section; a section with no records is None ("not run in this session")."""
-    gates = of_kind(records, "gate")
+    gates = counted_gates(records)
+    superseded = len(of_kind(records, "gate")) - len(gates)
     tests = of_kind(records, "test")
     props = of_kind(records, "property")
     perf = of_kind(records, "perf")
@@ -77,7 +103,7 @@ def totals(records: list[dict]) -> dict[str, Any]:
     statuses = Counter(m.get("status") for m in mutants)
     return {
         "gates": {"total": len(gates), "passed": sum(bool(g.get("passed")) for g in gates),
-                  "failed": sum(not g.get("passed") for g in gates)} if gates else None,
+                  "failed": sum(not g.get("passed") for g in gates), "superseded": superseded} if gates else None,
         "tests": {"total": len(tests), **{o: outcomes.get(o, 0) for o in
                                           ("passed", "failed", "error", "skipped", "xfailed", "xpassed")}}
         if tests else None,
@@ -109,7 +135,7 @@ def verdict_reasons(records: list[dict], pytest_status: int | None, comparison: 
     # A gate that fails inside a test marked xfail fails as that mark expects (pytest counts the test xfailed);
     # a strict xfail whose gates all pass is an xpass, which pytest itself fails.
     expected = {t.get("nodeid") for t in of_kind(records, "test") if t.get("outcome") == "xfailed"}
-    failed_gates = [g for g in of_kind(records, "gate") if not g.get("passed") and g.get("test_id") not in expected]
+    failed_gates = [g for g in counted_gates(records) if not g.get("passed") and g.get("test_id") not in expected]
     if failed_gates:
         reasons.append(f"{len(failed_gates)} gate record(s) failed")
     failed_tests = [t for t in of_kind(records, "test") if t.get("outcome") in FAILED_OUTCOMES]
@@ -125,7 +151,7 @@ def verdict_reasons(records: list[dict], pytest_status: int | None, comparison: 
 
 def by_kernel_gate(records: list[dict]) -> list[dict]:
     counts = Counter((r.get("kernel") or "-", r.get("gate"), "pass" if r.get("passed") else "FAIL")
-                     for r in of_kind(records, "gate"))
+                     for r in counted_gates(records))
     return [{"kernel": k, "gate": g, "verdict": v, "count": n} for (k, g, v), n in sorted(counts.items())]
 
 

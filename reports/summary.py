@@ -1,6 +1,6 @@
 """Summarize a gate run: results.jsonl -> results.json + index.html, a printed summary, the exit status.
 
-    python -m reports.summary reports/out --pytest-status N [--compare OLD/results.json]
+    python -m reports.summary reports/out --pytest-status N [--compare OLD/results.json [--allow-removed]]
 
 Reads the run's records (``OUT/results.jsonl``), builds the results document
 (``reports/results.py``; layout in ``reports/SCHEMA.md``), compares it with an
@@ -8,7 +8,7 @@ earlier run's results.json when ``--compare`` is given, writes
 ``OUT/results.json`` and renders ``OUT/index.html`` from it
 (``reports.render``). Exit status: 1 when the verdict is FAIL (pytest failed,
 a gate or test failed, a benchmark regressed, or, with ``--compare``, a gate
-newly fails); 2 when the inputs are unusable; else 0.
+newly fails, a check is gone or a threshold was loosened); 2 when the inputs are unusable; else 0.
 """
 
 from __future__ import annotations
@@ -20,14 +20,18 @@ from pathlib import Path
 from reports import render
 from reports.compare import compare
 from reports.recorder import read_records
-from reports.results import build_results, dump_results, load_results, number, of_kind
+from reports.results import build_results, counted_gates, dump_results, load_results, number
+
+PRINTED = 20  # gone checks and loosened thresholds printed; results.json and the report list them all
 
 
-def summarize(records: list[dict], pytest_status: int | None = None, compare_with: dict | None = None) -> dict:
+def summarize(records: list[dict], pytest_status: int | None = None, compare_with: dict | None = None,
+              allow_removed: bool = False) -> dict:
     """The results document for ``records``, compared with an earlier results document if given."""
     comparison = None
     if compare_with is not None:
-        comparison = compare(compare_with["records"], records, compare_with.get("environment"))
+        comparison = compare(compare_with["records"], records, compare_with.get("environment"),
+                             allow_removed=allow_removed)
     return build_results(records, pytest_status=pytest_status, comparison=comparison)
 
 
@@ -62,7 +66,7 @@ def print_summary(results: dict, out: Path, html: Path | None, stream=None) -> N
                     else "") if t["mutants"] else "mutants: not run")
     parts.append(f"findings: {t['findings']}")
     say("  " + "; ".join(parts))
-    for r in of_kind(results["records"], "gate"):
+    for r in counted_gates(results["records"]):
         if not r.get("passed"):
             say(f"  FAIL {r.get('test_id')}: {r.get('gate')} measured {r.get('measured')} > {r.get('threshold')}"
                 f" ({r.get('detail')})")
@@ -76,6 +80,20 @@ def print_summary(results: dict, out: Path, html: Path | None, stream=None) -> N
             say(f"    moved {m['test_id']} {m['gate']}: {m['old_measured']:.4g} -> {m['new_measured']:.4g}")
         for f in comparison["new_failures"]:
             say(f"    NEW FAILURE {f['kind']} {f['test_id']} {f.get('gate') or ''}")
+        gone = comparison.get("gone", [])
+        for g in gone[:PRINTED]:
+            what = " ".join(str(g[k]) for k in ("gate", "kernel", "dtype", "case") if g.get(k) is not None)
+            say(f"    GONE {g['kind']} {g['test_id']} {what}"
+                + (" (allowed: --allow-removed)" if comparison.get("allow_removed") else ""))
+        if len(gone) > PRINTED:
+            say(f"    ... {len(gone) - PRINTED} more gone (results.json lists them all)")
+        if comparison.get("not_comparable"):
+            say(f"    {len(comparison['not_comparable'])} check(s) of the earlier run not comparable here "
+                "(arm did not run, test not selected, or skipped on another device)")
+        for e in comparison.get("loosened", [])[:PRINTED]:
+            say(f"    LOOSENED {e['test_id']} {e['gate']} {e['field']}: {e['old']:g} -> {e['new']:g}")
+        if comparison.get("thresholds_skipped"):
+            say(f"    thresholds not compared: {comparison['thresholds_skipped']}")
         for p in comparison["perf"]:
             change = number(p.get("change"))
             if p.get("regressed") or (change is not None and abs(change) >= 0.05):
@@ -92,8 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pytest-status", type=int, default=None, help="pytest's exit status")
     parser.add_argument("--compare", type=Path, default=None, metavar="OLD/results.json",
                         help="an earlier run's results.json: report moved gates, new failures, perf changes")
+    parser.add_argument("--allow-removed", action="store_true",
+                        help="with --compare: list gates and tests gone since the earlier run without failing "
+                             "(tests deleted or renamed on purpose)")
     parser.add_argument("--no-html", action="store_true", help="write results.json only")
     args = parser.parse_args(argv)
+    if args.allow_removed and args.compare is None:
+        parser.error("--allow-removed needs --compare")
     html = args.out / "index.html"
     try:
         old = load_results(args.compare) if args.compare else None
@@ -103,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         records = list(read_records(source))
         if not records:
             raise ValueError(f"{source}: no records (did the pytest run start?)")
-        results = summarize(records, args.pytest_status, old)
+        results = summarize(records, args.pytest_status, old, allow_removed=args.allow_removed)
         dump_results(results, args.out / "results.json")
         if not args.no_html:
             render.render_file(args.out / "results.json", html)

@@ -172,3 +172,64 @@ def test_replay_commands_reproduce_the_failure(sample):
 def test_malformed_reproduce_argument_is_refused(sample):
     done, _ = run_pytest(sample, "-p", "reports.plugin", "--mlxgate-reproduce=no-colon", "test_other.py")
     assert done.returncode == 4 and "--mlxgate-reproduce wants VERSION:BLOB" in done.stderr
+
+
+FALSIFIED = '''
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from parity.gates import Gate
+
+
+@settings(database=None, max_examples=100)
+@given(st.integers(0, 1000))
+def test_capped(n):
+    gate = Gate(test_id="test_falsified.py::test_capped", kernel="toy")
+    gate.equal(np.array([n]), np.array([min(n, 9)]), what="values above 9 are capped", case=f"n={n}")
+'''
+
+
+def test_a_falsified_property_counts_its_minimal_example_once(tmp_path):
+    """Hypothesis reruns the gate on every example it tries while shrinking: one failure is counted, all are kept."""
+    from reports.compare import compare
+    from reports.results import build_results
+
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_falsified.py").write_text(FALSIFIED)
+    done, records = run_pytest(tmp_path, "-p", "reports.plugin", "test_falsified.py")
+    assert done.returncode == 1, done.stdout[-2000:]
+    gates = [r for r in records if r["kind"] == "gate"]
+    final = [g for g in gates if g["example"] == "final"]
+    searched = [g for g in gates if g["example"] == "search" and not g["passed"]]
+    assert [(g["case"], g["passed"]) for g in final] == [("n=10", False)]  # the minimal example, once
+    assert len(searched) >= 2  # the first failure found, and the shrink steps to n=10
+    assert all(g["example"] == "search" for g in gates if g["passed"])
+
+    results = build_results(records, pytest_status=1)
+    assert results["totals"]["gates"]["failed"] == 1
+    assert results["totals"]["gates"]["superseded"] == len(searched)
+    assert "1 gate record(s) failed" in results["reasons"]
+    assert results["records"] == records  # every record kept as evidence
+    assert [(r["kernel"], r["verdict"], r["count"]) for r in results["by_kernel_gate"]
+            if r["verdict"] == "FAIL"] == [("toy", "FAIL", 1)]
+    # The comparison sees one new failure (the minimal example), not one per shrink step.
+    passing_before = [{**g, "passed": True, "example": "search"} for g in gates if g["passed"]]
+    new_failures = compare(passing_before, records)["new_failures"]
+    assert [(f["kind"], f.get("case")) for f in new_failures] == [("gate", "n=10"), ("test", None)]
+
+
+def test_one_selection_record_per_run(gate_run):
+    _, records = gate_run
+    (selection,) = [r for r in records if r["kind"] == "selection"]  # under xdist: the first worker's only
+    assert (selection["args"], selection["deselected"], selection["selected"]) == (["."], [], len(EXPECTED_OUTCOMES))
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_the_selection_record_names_what_the_run_left_out(sample, workers):
+    """A comparison reads it to tell a test this run did not select from one that is gone."""
+    done, records = run_pytest(sample, "-p", "reports.plugin", "-k", "one or arm", "test_other.py",
+                               "test_sample.py::test_arm", *workers)
+    assert done.returncode == 0, done.stdout[-2000:]
+    (selection,) = [r for r in records if r["kind"] == "selection"]
+    assert selection["args"] == ["test_other.py", "test_sample.py::test_arm"] and selection["keyword"] == "one or arm"
+    assert selection["deselected"] == ["test_other.py::test_two"] and selection["selected"] == 3

@@ -172,7 +172,7 @@ def test_results_document_fields():
     assert results["schema"] == RESULTS_SCHEMA and results["verdict"] == "FAIL"
     assert results["reasons"][0] == "pytest exited with status 1"
     t = results["totals"]
-    assert t["gates"] == {"total": 20, "passed": 20, "failed": 0}
+    assert t["gates"] == {"total": 20, "passed": 20, "failed": 0, "superseded": 0}
     assert t["perf"] == {"total": 2, "regressed": 1}
     assert t["mutants"] == {"total": 2, "killed": 1, "survived": 1, "stale": 0, "error": 0, "score": 0.5,
                             "left_out": 1}
@@ -224,3 +224,34 @@ def test_realistic_full_suite_report_is_under_5_mb():
 ])
 def test_perf_timing_says_how_a_record_was_timed(record, text):
     assert render.timing_text(record) == text
+
+
+def test_element_ids_are_unique_and_every_reference_resolves(reports):
+    """matplotlib numbers ids per figure (figure_1, axes_1, clip paths): inlined side by side they must not clash."""
+    for name, figures in (("mixed_failures", len(fixtures.KERNELS)), ("with_perf_and_mutants", 2)):
+        page = re.sub(r"<script\b.*?</script>", "", reports[name], flags=re.S)  # (the script builds links itself)
+        assert page.count("<svg") == figures
+        ids = re.findall(r'(?<=\s)id="([^"]+)"', page)
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        assert repeated == [], repeated[:10]
+        clip_paths = re.findall(r"url\(#([^)]+)\)", page)
+        references = clip_paths + re.findall(r'(?:xlink:)?href="#([^"]+)"', page)
+        assert clip_paths and sorted(set(references) - set(ids)) == []
+
+
+def test_superseded_shrink_failures_are_counted_apart():
+    test_id = "properties/test_rope_props.py::test_rope_property[graph]"
+
+    def step(measured, example):
+        return {**fixtures.gate_record("rope", "graph", "float16", (2, 8, 128), "max_ulp", measured, 2,
+                                       case=f"n={measured}", test_id=test_id), "example": example}
+
+    records = [fixtures.environment(), step(9, "search"), step(5, "search"), step(1, "search"), step(3, "final"),
+               *fixtures.gates(4, kernels=("rope",))]
+    results = build_results(records, pytest_status=1)
+    assert results["totals"]["gates"] == {"total": 6, "passed": 5, "failed": 1, "superseded": 2}
+    html = render.render(results)
+    assert text_of(html, "gate-counts") == ("5/6gates passed, 1 failed (and 2 failing records of examples "
+                                            "Hypothesis tried before the minimal one, not counted)")
+    assert len([r for r in gate_data(html) if not r["passed"]]) == 3  # the table keeps every record
+    assert [row["cells"][4] for row in table_rows(html, "failed-gates")] == ["n=3"]  # the minimal example
