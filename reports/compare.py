@@ -154,12 +154,20 @@ def lost_checks(old_records: list[dict], new_records: list[dict], old_env: dict,
     Not comparable, so not a loss: a gate unit of an arm that did not run now (the
     environment record's ``arms``), or of a test the new run did not select (its
     ``selection`` record: paths, ``-k``/``-m``, shards), or of a test that skipped
-    now on another device or backend. A test is gone when it has no ``test`` record
-    now (the plugin writes one for every test that ran or skipped), unless not selected.
+    now on another device or backend (itself, or its module at collection). A test is gone
+    when it has no ``test`` record now (the plugin writes one for every test that ran or
+    skipped, and one for a module skipped at collection), unless not selected.
     """
     drawn = drawn_tests(old_records, new_records)
     selected = selector(of_kind(new_records, "selection"))
     new_tests = {str(t.get("nodeid")): t for t in of_kind(new_records, "test")}
+
+    def now(nodeid: str) -> dict | None:
+        """The new run's record of a test: its own, or its module's when the module skipped at collection (one
+        record, node id the module's, ``when`` "collect")."""
+        module = new_tests.get(nodeid.split("::", 1)[0])
+        return new_tests.get(nodeid) or (module if module and module.get("when") == "collect" else None)
+
     kept = {gate_key(presence_unit(r, drawn)) for r in counted_gates(new_records)}
     gone, not_comparable = [], []
     units: dict[tuple, dict] = {}
@@ -170,7 +178,7 @@ def lost_checks(old_records: list[dict], new_records: list[dict], old_env: dict,
         if key in kept:
             continue
         test_id = str(unit["test_id"])
-        skipped = new_tests.get(test_id, {}).get("outcome") == "skipped"
+        skipped = (now(test_id) or {}).get("outcome") == "skipped"
         entry = {"kind": "gate", **unit, "drawn": test_id in drawn}
         if unit["arm"] is not None and not _ran_arm(new_env, unit["arm"]):
             not_comparable.append({**entry, "why": f"arm {unit['arm']} did not run"})
@@ -178,13 +186,15 @@ def lost_checks(old_records: list[dict], new_records: list[dict], old_env: dict,
             not_comparable.append({**entry, "why": "test not selected"})
         elif skipped and not _same_device(old_env, new_env):
             not_comparable.append({**entry, "why": f"skipped on {new_env.get('device')}/{new_env.get('mlx_backend')}: "
-                                                   f"{new_tests[test_id].get('skip_reason')}"})
+                                                   f"{now(test_id).get('skip_reason')}"})
         else:
             gone.append(entry)
     if new_tests:  # (a run without reports.plugin has no test records: there is nothing to tell)
         for t in of_kind(old_records, "test"):
             nodeid = str(t.get("nodeid"))
-            if nodeid in new_tests:
+            # A module skipped at collection before held no test; a test skipped now (itself or its module) is
+            # reported, and its gates' loss is judged above.
+            if t.get("when") == "collect" or now(nodeid) is not None:
                 continue
             if selected(nodeid):
                 gone.append({"kind": "test", "test_id": nodeid})

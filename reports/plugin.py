@@ -315,6 +315,14 @@ class Progress:
         if report.when not in ("setup", "call"):  # teardown, or xdist's "???" for a crashed worker
             self.finish(report.nodeid, self.pending.pop(report.nodeid))
 
+    def pytest_collectreport(self, report):
+        """A module skipped at collection (``pytest.skip(..., allow_module_level=True)``) has no test to report:
+        it gets one ``test`` record of its own, its node id the module's, ``when`` "collect". (Under xdist the
+        controller hears a skipped collection once, however many workers collected it.)"""
+        if report.skipped:
+            self.finish(report.nodeid, {"outcome": "skipped", "duration": 0.0, "when": "collect",
+                                        "skip_reason": skip_reason(report), "message": None})
+
     def finish(self, nodeid: str, state: dict) -> None:
         module = module_of(nodeid)
         append_record({"kind": "test", "nodeid": nodeid, "module": module, "time": time.time(), **state})

@@ -242,6 +242,23 @@ def test_a_test_skipped_now_loses_its_gates_unless_the_device_changed():
     assert [g["case"] for g in c["gone"]] == ["case1"] and c["failed"]
 
 
+def test_a_module_skipped_at_collection_skips_its_tests():
+    """pytest.skip(allow_module_level=True) leaves one record, the module's: its tests are skipped, not gone."""
+    module_skip = {**fixtures.outcome_record("parity/test_rope.py", "skipped", skip_reason="no Metal device"),
+                   "when": "collect"}
+    old = [fixtures.environment(device="gpu", mlx_backend="metal"), fixtures.outcome_record(TEST_ID), rope_gate(1)]
+    c = compare(old, [fixtures.environment(), module_skip])
+    assert c["gone"] == [] and not c["failed"]
+    assert c["not_comparable"][0]["why"] == "skipped on cpu/cpu: no Metal device"
+    # On the same device the gates are lost all the same (the tests are not: they reported, skipped).
+    c = compare([fixtures.environment(), fixtures.outcome_record(TEST_ID), rope_gate(1)],
+                [fixtures.environment(), module_skip])
+    assert [(g["kind"], g["case"]) for g in c["gone"]] == [("gate", "case1")] and c["failed"]
+    # A module skipped before and running now lost nothing.
+    c = compare([fixtures.environment(), module_skip], [fixtures.environment(), fixtures.outcome_record(TEST_ID)])
+    assert c["gone"] == [] and not c["failed"]
+
+
 def test_a_hypothesis_test_is_gone_only_when_it_records_no_gate():
     """Its cases are drawn anew each run: a key of one run need not recur, the test must."""
     prop = fixtures.property_record(PROPERTY_ID)

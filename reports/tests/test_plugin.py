@@ -233,3 +233,30 @@ def test_the_selection_record_names_what_the_run_left_out(sample, workers):
     (selection,) = [r for r in records if r["kind"] == "selection"]
     assert selection["args"] == ["test_other.py", "test_sample.py::test_arm"] and selection["keyword"] == "one or arm"
     assert selection["deselected"] == ["test_other.py::test_two"] and selection["selected"] == 3
+
+
+SKIPPED_MODULE = '''
+import pytest
+
+pytest.skip("arm metal: no Metal device (the whole module)", allow_module_level=True)
+
+
+def test_never_collected():
+    pass
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["plain", "xdist"])
+def test_a_module_skipped_at_collection_gets_a_record_and_a_line(tmp_path, workers):
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_skipped.py").write_text(SKIPPED_MODULE)
+    (tmp_path / "test_other.py").write_text(OTHER)
+    done, records = run_pytest(tmp_path, "-p", "reports.plugin", *workers)
+    assert done.returncode == 0, done.stdout[-2000:]
+    tests = {r["nodeid"]: r for r in records if r["kind"] == "test"}
+    assert set(tests) == {"test_skipped.py", "test_other.py::test_one", "test_other.py::test_two"}
+    skipped = tests["test_skipped.py"]
+    assert (skipped["outcome"], skipped["when"], skipped["module"]) == ("skipped", "collect", "test_skipped.py")
+    assert skipped["skip_reason"] == "arm metal: no Metal device (the whole module)"
+    assert any(line.startswith("mlxgate: test_skipped.py  0 passed, 0 failed, 1 skipped")
+               for line in done.stdout.splitlines()), done.stdout
