@@ -140,6 +140,7 @@ from functools import lru_cache
 import mlx.core as mx
 
 from impl.arms import resolve_arm
+from impl.checks import check_choice, check_int
 from impl.kernels import KernelSpec, Launch
 
 __all__ = ["CHUNK", "ELIGIBLE_DTYPES", "FUSED", "FUSED_LSE", "MAX_THREADS", "UNROLL", "fused_launch", "lse_threads",
@@ -307,13 +308,13 @@ def lse_threads(vocab: int) -> int:
     """Threads of MLX's CUDA logsumexp for a row of ``vocab`` (its ``MLX_SWITCH_BLOCK_DIM`` of ``ceil(V / 4)``):
     the chunks' count rounded up to a power of two from 32 to 512, else 1024. The fused variant runs as many, so
     each thread holds the columns MLX's does, in the same order."""
-    chunks = -(-vocab // CHUNK)
+    chunks = -(-check_int("vocab", vocab, minimum=1) // CHUNK)
     return next((t for t in (32, 64, 128, 256, 512) if chunks <= t), MAX_THREADS)
 
 
 def threads_for(vocab: int) -> int:
     """Threads of a row's threadgroup: its chunks in whole SIMD groups, at most ``MAX_THREADS``."""
-    chunks = -(-vocab // CHUNK)
+    chunks = -(-check_int("vocab", vocab, minimum=1) // CHUNK)
     return min(MAX_THREADS, 32 * -(-chunks // 32))
 
 
@@ -352,9 +353,25 @@ def _lse(x: mx.array) -> mx.array:
     return mx.logsumexp(x, axis=-1, keepdims=True)
 
 
+def _check_rows(x) -> tuple[int, int]:
+    """(rows, V) of a kernel launch's ``x``: an [rows, V] array of an eligible dtype, not empty (``normalized_argmax``
+    sends only such arrays to the kernels: the kernel's T is x's dtype, and an empty x would be an empty grid)."""
+    if not isinstance(x, mx.array):
+        raise TypeError(f"x must be an mx.array, got {type(x).__name__}")
+    if x.ndim != 2 or x.size == 0:
+        raise ValueError(f"x must be a non-empty [rows, V] array, got shape {list(x.shape)}")
+    check_choice("x.dtype", x.dtype, ELIGIBLE_DTYPES)
+    return x.shape
+
+
 def row_launch(x: mx.array, lse: mx.array) -> Launch:
-    """The one kernel launch: a threadgroup per row of ``x`` [rows, V], rows along the grid's x."""
-    rows, vocab = x.shape
+    """The one kernel launch: a threadgroup per row of ``x`` [rows, V], rows along the grid's x; ``lse`` [rows, 1]
+    in x's dtype is each row's shift (MLX's logsumexp, ``keepdims=True``)."""
+    rows, vocab = _check_rows(x)
+    if not isinstance(lse, mx.array):
+        raise TypeError(f"lse must be an mx.array, got {type(lse).__name__}")
+    if lse.shape != (rows, 1) or lse.dtype != x.dtype:  # the contract's shift: MLX's lse of each row, in T
+        raise ValueError(f"lse must be x's logsumexp: [{rows}, 1] {x.dtype}, got {list(lse.shape)} {lse.dtype}")
     threads = threads_for(vocab)
     return Launch(ROW, (x, lse), (("V", vocab), ("THREADS", threads), ("UNROLL", UNROLL), ("T", x.dtype)),
                   grid=(threads * rows, 1, 1), threadgroup=(threads, 1, 1),
@@ -365,7 +382,8 @@ def fused_launch(x: mx.array, *, with_lse: bool = False) -> Launch:
     """The fused variant's one launch (CUDA): a threadgroup of ``lse_threads(V)`` per row of ``x`` [rows, V];
     outputs the ids (uint32 [rows]), and with ``with_lse`` (``FUSED_LSE``, the gate's instantiation) the lse it
     shifted by (T [rows], MLX's logsumexp bit for bit) as well."""
-    rows, vocab = x.shape
+    rows, vocab = _check_rows(x)
+    with_lse = check_choice("with_lse", with_lse, (False, True))
     threads = lse_threads(vocab)
     spec, outputs = (FUSED_LSE, ((rows,), (rows,))) if with_lse else (FUSED, ((rows,),))
     return Launch(spec, (x,), (("V", vocab), ("THREADS", threads), ("UNROLL", UNROLL), ("T", x.dtype)),

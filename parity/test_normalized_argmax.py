@@ -34,7 +34,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from impl.normalized_argmax import (CHUNK, FUSED, FUSED_LSE, fused_launch, lse_threads, normalized_argmax,
+from impl.normalized_argmax import (CHUNK, FUSED, FUSED_LSE, MAX_THREADS, fused_launch, lse_threads, normalized_argmax,
                                     normalized_argmax_native, row_launch, threads_for)
 from properties import strategies as sts
 from reference.metrics import canonical_nan
@@ -241,3 +241,56 @@ def test_fused_variant_shifts_by_mlx_logsumexp(arm, gate, dtype, V):
     (two_launch,) = row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)).run(arm)
     gate.equal(ids, two_launch, what="the fused variant's ids are the two launches' (MLX's lse, the row kernel)",
                kernel="normalized_argmax", case=f"{dtype}-V{V}-fused-ids")
+
+
+# --- bad input to the helpers -------------------------------------------------------------------------------------
+# lse_threads, threads_for, row_launch and fused_launch refuse it with TypeError (wrong kind) or ValueError (wrong
+# value) naming the argument, as normalized_argmax refuses its own (properties/test_normalized_argmax_props.py,
+# test_empty_and_bad_inputs). Before these checks a vocabulary of 0 gave a threadgroup of 0 threads, a float one a
+# float thread count, a 1-D x an unpacking error, and an lse of the wrong shape or dtype a launch that reads past it
+# or shifts by another lse. Each helper's valid twin runs beside it (NumPy integers are ints), so a check cannot
+# refuse what the kernel uses.
+
+X = mx.zeros((3, 100), mx.bfloat16)
+LSE = mx.logsumexp(X, axis=-1, keepdims=True)
+
+BAD_HELPER_INPUT = [
+    ("threads_for 0", lambda: threads_for(0), ValueError, r"^vocab must"),
+    ("threads_for negative", lambda: threads_for(-4), ValueError, r"^vocab must"),
+    ("threads_for float", lambda: threads_for(100.0), TypeError, r"^vocab must"),
+    ("threads_for bool", lambda: threads_for(True), TypeError, r"^vocab must"),
+    ("threads_for str", lambda: threads_for("100"), TypeError, r"^vocab must"),
+    ("lse_threads 0", lambda: lse_threads(0), ValueError, r"^vocab must"),
+    ("lse_threads float", lambda: lse_threads(2.5), TypeError, r"^vocab must"),
+    ("lse_threads bool", lambda: lse_threads(False), TypeError, r"^vocab must"),
+    ("row_launch x not an array", lambda: row_launch(np.zeros((3, 100)), LSE), TypeError, r"^x must"),
+    ("row_launch x 1-D", lambda: row_launch(X[0], LSE[0]), ValueError, r"^x must"),
+    ("row_launch x 3-D", lambda: row_launch(X[None], LSE), ValueError, r"^x must"),
+    ("row_launch x empty", lambda: row_launch(X[:0], LSE[:0]), ValueError, r"^x must"),
+    ("row_launch x int32", lambda: row_launch(X.astype(mx.int32), LSE), ValueError, r"^x\.dtype must"),
+    ("row_launch lse not an array", lambda: row_launch(X, 0.0), TypeError, r"^lse must"),
+    ("row_launch lse of other rows", lambda: row_launch(X, LSE[:2]), ValueError, r"^lse must"),
+    ("row_launch lse without keepdims", lambda: row_launch(X, LSE[:, 0]), ValueError, r"^lse must"),
+    ("row_launch lse float32", lambda: row_launch(X, LSE.astype(mx.float32)), ValueError, r"^lse must"),
+    ("fused_launch x 1-D", lambda: fused_launch(X[0]), ValueError, r"^x must"),
+    ("fused_launch x a list", lambda: fused_launch([[0.0]]), TypeError, r"^x must"),
+    ("fused_launch with_lse an int", lambda: fused_launch(X, with_lse=1), ValueError, r"^with_lse must"),
+]
+
+
+@pytest.mark.parametrize("call, error, name", [c[1:] for c in BAD_HELPER_INPUT],
+                         ids=[c[0] for c in BAD_HELPER_INPUT])
+def test_bad_helper_input_is_refused_by_name(call, error, name):
+    with pytest.raises(error, match=name):  # the message begins with the name
+        call()
+
+
+def test_helpers_valid_twins_still_work():
+    for vocab in (1, 100, 4096, 151936):
+        assert threads_for(np.int64(vocab)) == threads_for(vocab) and type(threads_for(np.int64(vocab))) is int
+        assert lse_threads(np.int32(vocab)) == lse_threads(vocab)
+    assert threads_for(1) == 32 and threads_for(151936) == lse_threads(151936) == MAX_THREADS
+    launch = row_launch(X, LSE)
+    assert launch.grid == (threads_for(100) * 3, 1, 1) and launch.output_shapes == ((3,),)
+    assert len(fused_launch(X, with_lse=True).output_dtypes) == 2 and len(fused_launch(X).output_dtypes) == 1
+    assert fused_launch(X).threadgroup == (lse_threads(100), 1, 1)

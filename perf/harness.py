@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -109,9 +110,11 @@ def batched(launch: Callable[[], object], runtime: str, batch: int, extra_s: flo
 
     ``batch`` > 1 is how a decoder runs: one decode step evaluates every
     layer's attention in one graph, so the per-``eval`` overhead is shared.
-    ``extra_s``: a busy wait after the wait (the calibration's slowed variant).
+    ``extra_s``: a busy wait after the wait (the calibration's slowed variant), seconds.
     """
-    check_count("batch", batch, 1)
+    _check_callable("launch", launch)
+    batch = check_count("batch", batch, 1)
+    extra_s = _check_seconds("extra_s", extra_s)
     sync = synchronizer(runtime)
 
     def run():
@@ -132,7 +135,7 @@ class Pipelined:
     def __init__(self, launch: Callable[[], object], batch: int):
         import mlx.core as mx
 
-        self._mx, self._launch, self._batch = mx, launch, check_count("batch", batch, 1)
+        self._mx, self._launch, self._batch = mx, _check_callable("launch", launch), check_count("batch", batch, 1)
         self._pending = None
 
     def __call__(self) -> None:
@@ -176,10 +179,27 @@ def check_count(name: str, value, minimum: int) -> int:
     return int(value)
 
 
+def _check_callable(name: str, value):
+    """``value`` if it is callable; else TypeError naming ``name`` (where it is handed over, not at the first timed
+    round)."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+    return value
+
+
+def _check_seconds(name: str, value) -> float:
+    """``value`` as a float if it is a finite real number >= 0 (Python's or NumPy's; not a bool); else TypeError /
+    ValueError naming ``name``. A busy wait until ``now + nan`` never waits, and until ``now + inf`` never ends."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number of seconds, got {type(value).__name__}")
+    if not 0 <= value <= sys.float_info.max:  # false for NaN, inf and an int past float's range
+        raise ValueError(f"{name} must be finite and >= 0 seconds, got {value!r}")
+    return float(value)
+
+
 def time_call(call: Callable[[], object], *, rounds: int, warmup: int = 1) -> list[float]:
     """Seconds of each of ``rounds`` calls, after ``warmup`` untimed ones (module docstring)."""
-    if not callable(call):
-        raise TypeError(f"call must be callable, got {type(call).__name__}")
+    _check_callable("call", call)
     check_count("rounds", rounds, 1)
     check_count("warmup", warmup, 0)
     for _ in range(warmup):

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import mlx.core as mx
 
+from impl.checks import check_int
+
 __all__ = [
     "CUDA_PRELUDE",
     "COMPILED_ARMS",
@@ -83,6 +85,19 @@ class KernelSpec:
     arms: tuple[str, ...] = COMPILED_ARMS  # the compiled arms whose compiler takes this body
 
     def __post_init__(self):
+        # Types first: a str for a names tuple would be read letter by letter, and a list would only fail when
+        # compiled_kernel's cache hashes the spec.
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a str, got {type(self.name).__name__}")
+        for field in ("input_names", "output_names", "arms"):
+            _check_str_tuple(field, getattr(self, field))
+        for field, text in (("source", self.source), ("header", self.header)):
+            if not isinstance(text, str):
+                raise TypeError(f"{field} must be a str, got {type(text).__name__}")
+        if not self.source.strip():
+            raise ValueError("source must be a kernel body, got a blank string")
+        if not isinstance(self.ensure_row_contiguous, bool):
+            raise TypeError(f"ensure_row_contiguous must be a bool, got {type(self.ensure_row_contiguous).__name__}")
         if not self.arms or not set(self.arms) <= set(COMPILED_ARMS):
             raise ValueError(f"arms must be a non-empty subset of {COMPILED_ARMS}, got {self.arms!r}")
         if not self.name.isidentifier():
@@ -92,6 +107,11 @@ class KernelSpec:
             raise ValueError(f"input_names and output_names must be distinct identifiers, got {names}")
         if not self.output_names:
             raise ValueError("output_names must name at least one output")
+
+
+def _check_str_tuple(field: str, value) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
+        raise TypeError(f"{field} must be a tuple of str, got {value!r}")
 
 
 def full_header(spec: KernelSpec, arm: str) -> str:
@@ -173,6 +193,27 @@ class Launch:
     shared_memory: int = 0  # bytes of dynamic shared memory (CUDA: the body's extern __shared__ array)
 
     def __post_init__(self):
+        # What MLX would refuse only when the kernel is called, or would launch as given (an extent of 0 threads),
+        # refused where the launch is built, naming the field.
+        if not isinstance(self.spec, KernelSpec):
+            raise TypeError(f"spec must be a KernelSpec, got {type(self.spec).__name__}")
+        at = f"{self.spec.name}: "
+        for i, a in enumerate(_sequence(f"{at}inputs", self.inputs)):
+            if not isinstance(a, mx.array):  # the kernel's name and variant read each input's dtype and ndim
+                raise TypeError(f"{at}inputs[{i}] must be an mx.array, got {type(a).__name__}")
+        _check_template(at, self.template)
+        for field in ("grid", "threadgroup"):
+            extents = _sequence(f"{at}{field}", getattr(self, field))
+            if len(extents) != 3:
+                raise ValueError(f"{at}{field} must be 3 ints (x, y, z), got {extents!r}")
+            for axis, n in zip("xyz", extents):
+                check_int(f"{at}{field}.{axis}", n, minimum=1)
+        for i, shape in enumerate(_sequence(f"{at}output_shapes", self.output_shapes)):
+            for j, n in enumerate(_sequence(f"{at}output_shapes[{i}]", shape)):
+                check_int(f"{at}output_shapes[{i}][{j}]", n, minimum=0)
+        for i, dtype in enumerate(_sequence(f"{at}output_dtypes", self.output_dtypes)):
+            if not isinstance(dtype, mx.Dtype):
+                raise TypeError(f"{at}output_dtypes[{i}] must be an mx.Dtype, got {dtype!r}")
         if isinstance(self.shared_memory, bool) or not isinstance(self.shared_memory, int) or not (
                 0 <= self.shared_memory <= MAX_DYNAMIC_SHARED_BYTES):
             raise ValueError(f"{self.spec.name}: shared_memory must be an int in [0, {MAX_DYNAMIC_SHARED_BYTES}] "
@@ -215,6 +256,31 @@ class Launch:
         return cuda_translation_unit(self.name, full_header(self.spec, "cuda"), self.spec.source,
                                      [(n, a.dtype, a.ndim) for n, a in zip(self.spec.input_names, self.inputs)],
                                      list(zip(self.spec.output_names, self.output_dtypes)), self.template)
+
+
+def _sequence(field: str, value) -> tuple | list:
+    """``value`` if it is a tuple or a list (MLX takes either); a str, a dict or a number is refused by name."""
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{field} must be a tuple, got {type(value).__name__}")
+    return value
+
+
+def _check_template(at: str, template) -> None:
+    """(name, value) pairs with distinct C identifiers for names, each value an int, a bool or an mx.Dtype: what MLX
+    takes (it refuses anything else, a NumPy integer too, only when the kernel is called)."""
+    names = []
+    for i, entry in enumerate(_sequence(f"{at}template", template)):
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+            raise TypeError(f"{at}template[{i}] must be a (name, value) pair, got {entry!r}")
+        name, value = entry
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"{at}template[{i}]'s name must be a C identifier, got {name!r}")
+        if not isinstance(value, (int, mx.Dtype)):  # a bool is an int
+            raise TypeError(f"{at}template argument {name} must be an int, a bool or an mx.Dtype, "
+                            f"got {type(value).__name__}")
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise ValueError(f"{at}template names must be distinct, got {names}")
 
 
 # How many traces a kernel module's compiled call keeps (``lru_cache(maxsize=TRACES_KEPT)`` over a

@@ -6,6 +6,7 @@ import json
 import time
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 from perf import baseline as store
@@ -79,6 +80,41 @@ def test_pipelined_submits_a_round_and_waits_for_the_previous_one(monkeypatch):
     assert events[-1] == ("wait", 3) and len(events) == 4
     with pytest.raises(ValueError, match="batch"):
         Pipelined(lambda: x, 0)
+
+
+@pytest.mark.parametrize("make", [lambda launch, batch=2: batched(launch, "mlx", batch),
+                                  lambda launch, batch=2: Pipelined(launch, batch)], ids=["batched", "Pipelined"])
+def test_bad_rounds_are_refused_when_built(make):
+    """Refused where the round is built, naming the argument, not at the first timed call."""
+    x = mx.ones((4,))
+    for launch in (None, x, "launch"):
+        with pytest.raises(TypeError, match="^launch must be callable"):
+            make(launch)
+    for batch, error in ((True, TypeError), (2.0, TypeError), (-1, ValueError)):
+        with pytest.raises(error, match="^batch must"):
+            make(lambda: x, batch)
+    make(lambda: x, np.int64(1))()  # a NumPy integer is an int
+
+
+@pytest.mark.parametrize("runtime", [None, "MLX", ["mlx"]])
+def test_batched_refuses_an_unknown_runtime(runtime):
+    with pytest.raises(ValueError, match="^runtime must"):
+        batched(lambda: None, runtime, 1)
+
+
+@pytest.mark.parametrize("extra_s, error", [("0.1", TypeError), (True, TypeError), (None, TypeError),
+                                            (-0.01, ValueError), (float("nan"), ValueError),
+                                            (float("inf"), ValueError), (10**400, ValueError)])
+def test_batched_refuses_bad_extra_seconds(extra_s, error):
+    """NaN or a negative extra_s used to wait nothing, infinity forever; a str failed at the first timed round."""
+    with pytest.raises(error, match="^extra_s must"):
+        batched(lambda: None, "mlx", 1, extra_s=extra_s)
+
+
+def test_batched_takes_numpy_counts_and_seconds():
+    launched = []
+    batched(lambda: launched.append(1), "mlx", np.int64(2), extra_s=np.float64(0.0))()
+    assert launched == [1, 1]
 
 
 def test_pipelined_run_records_its_protocol_and_refuses_an_eval_baseline(tmp_path):
