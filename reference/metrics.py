@@ -149,8 +149,9 @@ def nonfinite_mismatch(actual, expected) -> Mismatch | None:
     """First position where NaN / +inf / -inf placement differs, else None."""
     a, e = as_f64(actual, name="actual"), as_f64(expected, name="expected")
     check_same_shape(a, e, ("actual", "expected"))
-    a_class = np.where(np.isnan(a), 2, np.where(np.isinf(a), np.sign(a) * 3, 0))
-    e_class = np.where(np.isnan(e), 2, np.where(np.isinf(e), np.sign(e) * 3, 0))
+    # NaN is class 2, +inf 3, -inf -3, a finite value 0 (by sign: no arithmetic on the non-finite values)
+    a_class = np.where(np.isnan(a), 2, np.where(np.isinf(a), np.where(a > 0, 3, -3), 0))
+    e_class = np.where(np.isnan(e), 2, np.where(np.isinf(e), np.where(e > 0, 3, -3), 0))
     bad = np.flatnonzero(a_class != e_class)
     if bad.size == 0:
         return None
@@ -166,7 +167,8 @@ def max_abs_error(actual, expected) -> tuple[float, Mismatch | None]:
     """max |actual - expected| over positions finite in both, and where it occurs."""
     a, e = as_f64(actual, name="actual"), as_f64(expected, name="expected")
     check_same_shape(a, e, ("actual", "expected"))
-    err = np.where(finite_both(a, e), np.abs(a - e), 0.0)
+    with np.errstate(invalid="ignore"):  # inf - inf where either is not finite: those positions are masked out
+        err = np.where(finite_both(a, e), np.abs(a - e), 0.0)
     if err.size == 0:
         return 0.0, None
     i = int(np.argmax(err))
