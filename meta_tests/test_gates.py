@@ -262,3 +262,42 @@ def test_a_finding_keeps_array_evidence_and_refuses_unknown_context(recorded, tm
     assert next(read_records(tmp_path / "r.jsonl"))["evidence"] == {"a": [1, 2], "b": 3.0, "c": [0.5]}
     with pytest.raises(ValueError, match="unknown finding context"):
         gate.finding("x", {}, bogus=1)
+
+
+X = np.ones(3, np.float32)
+BAD_GATE_CALLS = [
+    ("why not a str", lambda g: g.max_ulp(X, X, ulps=1, why=3), TypeError, "why"),
+    ("ulps past float", lambda g: g.max_ulp(X, X, ulps=2**2000, why="x"), ValueError, "ulps"),
+    ("factor past float", lambda g: g.error_ratio(X, X, X, factor=2**2000), ValueError, "factor"),
+    ("factor negative", lambda g: g.error_ratio(X, X, X, factor=-1.0), ValueError, "factor"),
+    ("floor NaN", lambda g: g.error_ratio(X, X, X, floor=float("nan")), ValueError, "floor"),
+    ("floor bool", lambda g: g.error_ratio(X, X, X, floor=True), ValueError, "floor"),
+    ("error ratio why blank", lambda g: g.error_ratio(X, X, X, why=" "), ValueError, "why"),
+    ("kernel not a str", lambda g: g.max_ulp(X, X, ulps=1, why="x", kernel=3), TypeError, "kernel"),
+    ("case not a str", lambda g: g.equal(X, X, case=object()), TypeError, "case"),
+    ("unknown arm", lambda g: g.nmse(X, X, limit=1, why="x", arm="gpu"), ValueError, "arm"),
+    ("shape a str", lambda g: g.bit_exact(X, X, shape="x"), TypeError, "shape"),
+    ("shape of floats", lambda g: g.bit_exact(X, X, shape=(3.0,)), TypeError, "shape"),
+    ("bind an unknown arm", lambda g: g.bind(arm="gpu"), ValueError, "arm"),
+    ("finding title None", lambda g: g.finding(None, {}), ValueError, "title"),
+    ("finding evidence a list", lambda g: g.finding("t", [1]), TypeError, "evidence"),
+]
+
+
+@pytest.mark.parametrize("call, error, name", [c[1:] for c in BAD_GATE_CALLS], ids=[c[0] for c in BAD_GATE_CALLS])
+def test_bad_gate_arguments_are_refused_by_name_and_record_nothing(recorded, call, error, name):
+    gate, records = recorded
+    before = len(records)
+    with pytest.raises(error, match=name):
+        call(gate)
+    assert len(records) == before, "a refused gate call wrote a record"
+
+
+def test_a_gate_needs_a_test_id_and_a_callable_sink():
+    from parity.gates import Gate
+
+    with pytest.raises(TypeError, match="test_id"):
+        Gate(None)
+    with pytest.raises(TypeError, match="sink"):
+        Gate("t::x", sink="results.jsonl")
+    assert Gate("t::x", kernel="k", arm="cuda", sink=list().append).equal(X, X, shape=np.array([3]))["passed"]

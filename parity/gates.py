@@ -77,6 +77,11 @@ class Gate:
     arm: str | None = None
     sink: Sink = field(default=append_record, repr=False, compare=False)
 
+    def __post_init__(self):
+        _check_context(self.test_id, {"kernel": self.kernel, "arm": self.arm})
+        if not callable(self.sink):
+            raise TypeError(f"sink must be callable, got {type(self.sink).__name__}")
+
     def bind(self, **context: Any) -> "Gate":
         """A copy with ``kernel`` and/or ``arm`` set."""
         unknown = set(context) - {"kernel", "arm"}
@@ -177,6 +182,11 @@ class Gate:
         ``floor`` defaults to ``metrics.rounding_noise_floor(reference, dtype)``:
         one output-dtype ULP at the largest |ref|.
         """
+        factor = _check_number("factor", factor)
+        if floor is not None:
+            floor = _check_number("floor", floor)
+        if why is not None:
+            _require_threshold("factor", factor, why)  # a stated derivation must state something
         a = metrics.to_numpy(actual, name="actual")
         dtype = dtype or metrics.dtype_name(a.dtype)
         self._same_shape("error_ratio", a, reference, float("nan"), why or "error ratio", dtype=dtype, **context)
@@ -198,11 +208,14 @@ class Gate:
 
     def finding(self, title: str, evidence: dict[str, Any], **context: Any) -> dict[str, Any]:
         """Record a fact established about MLX itself (not a pass/fail gate)."""
-        if not title:
-            raise ValueError("title must name the finding")
+        if not isinstance(title, str) or not title.strip():
+            raise ValueError(f"title must name the finding, got {title!r}")
         unknown = set(context) - {"kernel", "arm"}
         if unknown:
             raise ValueError(f"unknown finding context {sorted(unknown)}; use kernel=, arm=")
+        _check_context(self.test_id, context)
+        if not isinstance(evidence, dict):
+            raise TypeError(f"evidence must be a dict of named facts, got {type(evidence).__name__}")
         record = {"kind": "finding", "test_id": self.test_id, "title": title, "evidence": evidence,
                   "kernel": context.get("kernel", self.kernel), "arm": context.get("arm", self.arm),
                   "time": time.time()}
@@ -230,6 +243,7 @@ class Gate:
         unknown = set(context) - {"kernel", "arm", "shape", "case"}
         if unknown:
             raise ValueError(f"unknown gate context {sorted(unknown)}; use kernel=, arm=, shape=, case=")
+        _check_context(self.test_id, context)
         record = {
             "kind": "gate",
             "test_id": self.test_id,
@@ -261,9 +275,41 @@ def _scalar(value) -> float | int:
 
 
 def _require_threshold(name: str, value: float, why: str) -> None:
+    _check_number(name, value)
+    if not isinstance(why, str):
+        raise TypeError(f"why must be a str stating the threshold's derivation, got {type(why).__name__}")
+    if not why.strip():
+        raise ValueError("why must state the threshold's derivation (dtype epsilon, length, measured noise floor)")
+
+
+def _check_number(name: str, value) -> float:
+    """A non-negative finite real (Python's or NumPy's, never a bool), as a float. (A wrong kind stays a ValueError:
+    the gate API has said so since its first release, and tests match it.)"""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name} must be a real number (a non-negative finite threshold), got {type(value).__name__}")
-    if not np.isfinite(value) or value < 0:
+    try:
+        number = float(value)
+    except OverflowError:  # an int past float's range
+        number = float("inf")
+    if not np.isfinite(number) or number < 0:
         raise ValueError(f"{name} must be a non-negative finite threshold, got {value!r}")
-    if not why or not why.strip():
-        raise ValueError("why must state the threshold's derivation (dtype epsilon, length, measured noise floor)")
+    return number
+
+
+ARMS = ("graph", "metal", "cuda")  # impl.arms.ARMS: the report and the comparison group records by these
+
+
+def _check_context(test_id, context: dict[str, Any]) -> None:
+    """What a record is filed under: the report and the comparison key on these fields, so a wrong kind would file
+    a record where no one looks (a kernel of 3, an arm "gpu", a shape "x")."""
+    if not isinstance(test_id, str) or not test_id:
+        raise TypeError(f"test_id must be a non-empty str (the pytest node id), got {test_id!r}")
+    for name in ("kernel", "case"):
+        if context.get(name) is not None and not isinstance(context[name], str):
+            raise TypeError(f"{name} must be a str or None, got {type(context[name]).__name__}")
+    if context.get("arm") is not None and context["arm"] not in ARMS:
+        raise ValueError(f"arm must be one of {ARMS} or None, got {context['arm']!r}")
+    shape = context.get("shape")
+    if shape is not None and (isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__") or not all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in shape)):
+        raise TypeError(f"shape must be a sequence of non-negative ints, got {shape!r}")
