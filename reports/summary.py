@@ -74,7 +74,8 @@ def print_summary(results: dict, out: Path, html: Path | None, stream=None) -> N
     if comparison:
         old = comparison["old"]
         say(f"  compared with {(old.get('commit') or '?')[:12]} ({old.get('date') or 'date unknown'}): "
-            f"{len(comparison['new_failures'])} new failure(s), {len(comparison['fixed'])} fixed, "
+            f"{len(comparison['new_failures'])} new failure(s), {len(comparison.get('gone', []))} gone, "
+            f"{len(comparison.get('loosened', []))} loosened, {len(comparison['fixed'])} fixed, "
             f"{len(comparison['moved'])} moved, {comparison['perf_regressions']} perf regression(s)")
         for m in comparison["moved"][:10]:
             say(f"    moved {m['test_id']} {m['gate']}: {m['old_measured']:.4g} -> {m['new_measured']:.4g}")

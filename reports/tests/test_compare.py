@@ -161,7 +161,9 @@ def test_a_gone_gate_fails_the_comparison_unless_allowed(tmp_path, capsys):
     html = (out / "index.html").read_text()
     assert text_of(html, "comparison-verdict") == "FAIL"
     assert [row["cells"][6] for row in table_rows(html, "gone")] == ["case2"]
-    assert f"GONE gate {TEST_ID} max_ulp rope float16 case2" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"GONE gate {TEST_ID} max_ulp rope float16 case2" in printed
+    assert "0 new failure(s), 1 gone, 0 loosened, 0 fixed" in printed
 
     assert summary.main([str(out), "--pytest-status", "0", "--compare", old, "--allow-removed"]) == 0
     comparison = json.loads((out / "results.json").read_text())["comparison"]
