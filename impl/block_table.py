@@ -110,6 +110,8 @@ def _host_ints(entries, name: str) -> np.ndarray:
     elif isinstance(entries, np.ndarray):
         host = entries if entries.size else entries.astype(np.int64)
     elif isinstance(entries, Sequence) and not isinstance(entries, (str, bytes)):
+        if any(isinstance(entry, (bool, np.bool_)) for entry in entries):  # NumPy would make [True, 1] ints
+            raise TypeError(f"{name} entries must be ints, not bools")
         try:
             host = np.asarray(entries) if len(entries) else np.zeros(0, np.int64)
         except (ValueError, TypeError, OverflowError) as error:  # ragged nesting, entries NumPy cannot hold

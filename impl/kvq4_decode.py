@@ -127,6 +127,7 @@ the kernels' GPU work, about one read of the 9.44 MB of K / V at copy bandwidth:
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -369,7 +370,10 @@ def _validate(q, keys, values, scale, block, body) -> tuple[QuantizedKV, Quantiz
                          "(the kernel splits a KV head's queries into 2 head groups)")
     if body is not None and (not isinstance(body, str) or body not in BODIES):
         raise ValueError(f"body must be None or one of {BODIES}, got {body!r}")
-    return keys, values, check_scale(scale), None if block is None else check_int("block", block, minimum=1)
+    scale = check_scale(scale)
+    if not math.isfinite(_in_dtype(scale, q.dtype)):  # q * scale is formed in T: an infinite scale makes NaN
+        raise ValueError(f"scale={scale!r} is not finite in q's dtype {q.dtype} (q * scale is formed in it)")
+    return keys, values, scale, None if block is None else check_int("block", block, minimum=1)
 
 
 def _check_fits(arm: str, rep: int) -> None:

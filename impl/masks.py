@@ -82,8 +82,7 @@ def batched_decode_mask(batch: int, tokens: int, total: int, left_pad, window: i
     pads = left_pad.tolist() if isinstance(left_pad, (mx.array, np.ndarray)) else left_pad
     if isinstance(pads, (str, bytes)) or not isinstance(pads, Sequence) or len(pads) != batch:
         raise ValueError(f"left_pad must hold {batch} ints, got {left_pad!r}")
-    for pad in pads:
-        check_int("left_pad entry", pad, minimum=0, maximum=total - tokens)
+    pads = [check_int("left_pad entry", pad, minimum=0, maximum=total - tokens) for pad in pads]  # NumPy ints as ints
     causal = create_causal_mask(tokens, total - tokens, window)
     keys = mx.arange(total)[None, None, None, :]
     visible = keys >= mx.array(list(pads), dtype=mx.int32).reshape(batch, 1, 1, 1)

@@ -293,6 +293,7 @@ row slices: bit-identical to its contiguous copy); ``test_parts_layout_is_o_then
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache, partial
 
 import mlx.core as mx
@@ -1033,6 +1034,8 @@ def _validate(q, keys, values, scale, splits) -> tuple[float, int]:
     if n < L:
         raise ValueError(f"keys hold N={n} positions, fewer than q's L={L} rows (the rows are the last L positions)")
     scale = check_scale(scale)
+    if not math.isfinite(_scale_in(scale, q.dtype)):  # q * scale is formed in T: an infinite scale makes NaN
+        raise ValueError(f"scale={scale!r} is not finite in q's dtype {q.dtype} (q * scale is formed in it)")
     if splits is None:
         return scale, default_splits(n, kvh)
     if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)):
@@ -1140,6 +1143,12 @@ def multi_query_causal(q: mx.array, keys: mx.array, values: mx.array, *, scale: 
 
 
 _RECENT = RecentCalls(TRACES_KEPT)  # validated (arm, arguments) -> compiled call
+
+
+@lru_cache(maxsize=64)
+def _scale_in(scale: float, dtype: mx.Dtype) -> float:
+    """``scale`` rounded to ``dtype`` as ``_scale_array`` holds it (on the CPU stream: no device wait)."""
+    return mx.array(scale, dtype=dtype).astype(mx.float32, stream=mx.cpu).item()
 
 
 def _scale_array(scale: float, dtype: mx.Dtype) -> mx.array:

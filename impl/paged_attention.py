@@ -100,6 +100,7 @@ CUDA arm's record on an NVIDIA H200: ``reports/runs/2026-11-29-h200-cuda/``.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
@@ -596,14 +597,18 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
         raise ValueError(f"storage.dtype must be one of {PAGED_DTYPES}, got {dtype}")
     if q.dtype != dtype:
         raise ValueError(f"q has dtype {q.dtype} but the pool's dtype (storage.dtype) is {dtype}")
+    if not math.isfinite(_as_float32(scale)):  # the kernels read it from a float32 (geometry): inf would make NaN
+        raise ValueError(f"scale={scale!r} is not finite as a float32 (the kernels apply it in float32)")
     block_size = check_int("storage.block_size", storage.block_size, minimum=1)
     head_dim = check_int("storage.head_dim", storage.head_dim, minimum=1)
     v_head_dim = check_int("storage.v_head_dim", storage.v_head_dim, minimum=1)
     if dk != head_dim:
         raise ValueError(f"q has Dk={dk} but storage.head_dim is {head_dim}")
     keys, values = storage.keys, storage.values
-    if not isinstance(keys, mx.array) or keys.ndim != 4:
-        raise ValueError("storage.keys must be an mx.array [num_blocks, Hkv, block_size, width]")
+    if not isinstance(keys, mx.array):
+        raise TypeError(f"storage.keys must be an mx.array [num_blocks, Hkv, block_size, width], got {type(keys).__name__}")
+    if keys.ndim != 4:
+        raise ValueError(f"storage.keys must be an mx.array [num_blocks, Hkv, block_size, width], got {list(keys.shape)}")
     num_blocks, hkv = keys.shape[0], keys.shape[1]
     if hkv < 1 or hq % hkv:
         raise ValueError(f"q has Hq={hq} heads, not a multiple of the pool's Hkv={hkv}")
@@ -646,6 +651,12 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
     if direct and length >= DIRECT_MAX_LENGTH:
         raise ValueError(f"length={length} must be below 2**24 for the direct kernel")
     return table, float(scale), planes, length
+
+
+@lru_cache(maxsize=64)
+def _as_float32(scale: float) -> float:
+    """``scale`` rounded to float32 as the kernels' geometry holds it (on the CPU stream: no device wait)."""
+    return mx.array(scale, dtype=mx.float32).astype(mx.float32, stream=mx.cpu).item()
 
 
 # Device geometries of recent calls (tables: ``impl.block_table.freeze``). A fresh mx.array from host

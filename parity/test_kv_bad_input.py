@@ -136,6 +136,22 @@ CASES = [
     ("restore wrong shape", pool, lambda p: p.restore_arrays([p.keys[:2], p.values], [0]), ValueError, "arrays"),
     ("restore repeated", pool, lambda p: p.restore_arrays(p.arrays(), [0, 0]), ValueError, "occupied"),
     ("restore out of range", pool, lambda p: p.restore_arrays(p.arrays(), [3]), ValueError, "occupied"),
+    ("restore not a sequence", pool, lambda p: p.restore_arrays(None, [0]), TypeError, "arrays"),
+    ("restore a dict", pool, lambda p: p.restore_arrays(dict(enumerate(p.arrays())), [0]), TypeError, "arrays"),
+    # is_free takes a block of the pool: a bool or float 1.0 is not block 1 (it answered True for both)
+    ("is_free bool", pool, lambda p: p.is_free(True), TypeError, "block"),
+    ("is_free float", pool, lambda p: p.is_free(1.0), TypeError, "block"),
+    ("is_free past the pool", pool, lambda p: p.is_free(3), ValueError, "block"),
+    ("view of a non-pool", pool, lambda p: PagedAttentionView.of(None, [0], 0, False), TypeError, "pool"),
+    ("view table None", pool, lambda p: PagedAttentionView.of(p, None, 0, False), TypeError, "table"),
+    ("merge other kv heads", rows, lambda r: r.merge_rows([r, paged(KvSpec(1, 32, 32, "float16"))]), ValueError,
+     "rows"),
+    ("merge other v head dim", rows, lambda r: r.merge_rows([r, paged(KvSpec(2, 32, 64, "float16"))]), ValueError,
+     "rows"),
+    ("merge other bits", lambda: rows(QSPEC),
+     lambda r: r.merge_rows([r, paged(KvSpec(2, 64, 64, "bfloat16", Quantization(8, 32)))]), ValueError, "rows"),
+    ("merge other group size", lambda: rows(QSPEC),
+     lambda r: r.merge_rows([r, paged(KvSpec(2, 64, 64, "bfloat16", Quantization(4, 64)))]), ValueError, "rows"),
 ]
 
 
@@ -196,6 +212,23 @@ def test_attend_refuses_bad_queries_and_masks(q_shape, mask, error, name):
         view.attend(mx.zeros(q_shape, mx.float16), 0.1, mask)
 
 
+NO_HEADS = mx.zeros((1, 0, 3, 32), mx.float16)
+
+
+@pytest.mark.parametrize("make", [lambda: PagedKVCache(8, BLOCK), KVCache, lambda: paged(), dense],
+                         ids=["fresh paged", "fresh dense", "paged", "dense"])
+def test_keys_without_kv_heads_are_refused_by_name(make):
+    # a fresh paged cache refused them naming the pool's num_kv_heads; a fresh dense cache stored a 0-head cache
+    cache = make()
+    before = (cache.offset, cache.block_table, snapshot(cache.pool) if cache.pool else None) \
+        if isinstance(cache, PagedKVCache) else snapshot(cache)
+    with pytest.raises(ValueError, match="keys"):
+        cache.update_and_fetch(NO_HEADS, NO_HEADS)
+    after = (cache.offset, cache.block_table, snapshot(cache.pool) if cache.pool else None) \
+        if isinstance(cache, PagedKVCache) else snapshot(cache)
+    assert after == before
+
+
 # Both attend paths (control: gather + SDPA; direct: the kernel) take the same arguments and refuse the same ones.
 ATTEND_CASES = [
     ("scale None", dict(scale=None), TypeError, "scale"),
@@ -209,6 +242,11 @@ ATTEND_CASES = [
      "mask"),
     ("mask rows", dict(mask=mx.ones((1, 1, 4, 6), dtype=mx.bool_)), ValueError, "mask"),
     ("mask dtype", dict(mask=mx.ones((1, 6), dtype=mx.int32)), ValueError, "mask"),
+    # each was refused only by MLX's SDPA on the control path (a message naming no argument) or only by the kernel
+    ("mask does not promote", dict(mask=mx.zeros((1, 6), dtype=mx.float32)), ValueError, "mask dtype"),
+    ("q without heads", dict(q=mx.zeros((1, 0, 1, 32), mx.float16)), ValueError, "q has 0 heads"),
+    ("causal without queries", dict(q=mx.zeros((1, 4, 0, 32), mx.float16), mask="causal"), ValueError, "n=0"),
+    ("causal past the keys", dict(q=mx.zeros((1, 4, 7, 32), mx.float16), mask="causal"), ValueError, "length=6"),
 ]
 
 
@@ -219,6 +257,15 @@ def test_attend_refuses_the_same_arguments_on_both_paths(direct, change, error, 
     args = dict(q=mx.zeros((1, 4, 1, 32), mx.float16), scale=0.1, mask=None, arm="graph") | change
     with pytest.raises(error, match=name):
         view.attend(args["q"], args["scale"], args["mask"], args["arm"])
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["control", "direct"])
+def test_attend_over_no_keys_is_refused_on_both_paths(direct):
+    cache = paged(direct=direct)
+    cache.trim(cache.offset)
+    view = cache.view()
+    with pytest.raises(ValueError, match="length=0"):  # the control path returned zeros, the kernel refused
+        view.attend(mx.zeros((1, 4, 1, 32), mx.float16), 0.1)
 
 
 def test_rows_attend_refuses_a_mask_of_another_batch():

@@ -19,13 +19,14 @@ call (one record) covers a whole schedule.
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from impl.kv import PLANE_NAMES, KVCache, PagedKVCache, PagedKvRows, Quantization, gather_blocks, pool_blocks_for
 from properties.strategies.kv import (BLOCK_SIZES, KvSpec, append_schedules, kv_specs, poison_unused_slots,
-                                      random_kv)
+                                      random_kv, stored_rows)
 
 KERNEL = "paged_kv"
 DTYPES = ("float32", "float16", "bfloat16")
@@ -152,3 +153,52 @@ def test_projected_bytes_of_a_quantized_pool_counts_packed_scales_and_biases():
     assert rows.projected_bytes(17) == 3 * 2 * 8 * per_row
     pool = rows.rows[0].pool
     assert rows.projected_bytes(8) == sum(a.nbytes for a in pool.arrays()) / pool.num_blocks
+
+
+SPECIAL_BITS = {"float32": (np.uint32, [0x7FC00001, 0xFFC00000, 0x7F800000, 0xFF800000, 0x80000000, 1, 0x7F800001]),
+                "float16": (np.uint16, [0x7E01, 0xFE00, 0x7C00, 0xFC00, 0x8000, 1, 0x7C01]),
+                "bfloat16": (np.uint16, [0x7FC1, 0xFFC0, 0x7F80, 0xFF80, 0x8000, 1, 0x7F81])}
+
+
+def with_special_values(a: mx.array, dtype: str) -> mx.array:
+    """``a`` with NaN payloads (quiet, negative, signalling), +-inf, -0 and a subnormal written over some entries."""
+    bits, patterns = SPECIAL_BITS[dtype]
+    raw = np.array(a.view(mx.uint32 if bits is np.uint32 else mx.uint16)).reshape(-1).copy()
+    raw[:7 * len(patterns):7] = patterns
+    return mx.array(raw.reshape(a.shape)).view(a.dtype)
+
+
+@pytest.mark.parametrize("block_size", [1, 4, 16])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_special_values_and_strided_inputs_are_stored_bit_for_bit(gate, dtype, block_size):
+    """NaN payloads, infinities and -0 come back as they went in, from transposed and negative-stride K/V views."""
+    spec = KvSpec(2, 32, 64, dtype)
+    k, v = random_kv(3, spec, 13)
+    k = with_special_values(k, dtype).transpose(0, 2, 1, 3).transpose(0, 2, 1, 3)[:, :, ::-1]  # reversed tokens
+    v = mx.concatenate([v, v], axis=2)[:, ::-1, ::2]  # step-2 tokens, reversed heads
+    dense, paged = KVCache(), PagedKVCache(0, block_size)
+    for part in (slice(0, 3), slice(3, 3), slice(3, 4), slice(4, 13)):  # one of them empty
+        want = dense.update_and_fetch(k[:, :, part], v[:, :, part])
+        got = paged.update_and_fetch(k[:, :, part], v[:, :, part])
+    gate.bit_exact(flat(list(got)), flat([k, v]), kernel=KERNEL, case=f"{spec.id}-bs{block_size}-special",
+                   what="paged fetch of strided K/V holding NaN payloads, infinities and -0 vs the input bytes")
+    gate.bit_exact(flat(list(want)), flat([k, v]), kernel=KERNEL, case=f"{spec.id}-special",
+                   what="dense fetch of the same K/V vs the input bytes")
+
+
+@pytest.mark.parametrize("quantization", [Quantization(4, 128), Quantization(8, 128)], ids=lambda q: f"q{q.bits}g128")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_group_size_128_with_other_v_head_dim(gate, dtype, quantization):
+    """The kv_specs strategy draws head dims 32/64 only: group size 128, with v_head_dim != head_dim, here."""
+    spec = KvSpec(2, 128, 256, dtype, quantization)
+    cache = PagedKVCache(0, 3, quantization=quantization)
+    ks, vs = [], []
+    for seed, n in enumerate((1, 2, 0, 3, 7)):
+        k, v = random_kv(seed, spec, n)
+        cache.append(k, v)
+        ks.append(k)
+        vs.append(v)
+    got = cache.fetch()
+    want = [stored_rows(spec, mx.concatenate(ks, axis=2)), stored_rows(spec, mx.concatenate(vs, axis=2))]
+    gate.bit_exact(flat(list(got)), flat(want), kernel=KERNEL, case=spec.id,
+                   what="fetch of a group-128 pool vs the oracle's dequantize(quantize(rows))")

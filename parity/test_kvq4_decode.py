@@ -149,3 +149,16 @@ def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch, body):
     monkeypatch.undo()
     check_bounded_trace_cache(getattr(kvq4, name), ("cuda", 0.0625, block),
                               lambda n: (((1, 8, 1, 256), mx.bfloat16), ((1, 2, n, 32), mx.uint32)))
+
+
+@pytest.mark.parametrize("body", BODIES)
+@pytest.mark.parametrize("dtype, scale", [("float16", 7e4), ("float16", -65520.0), ("bfloat16", 3.4e38),
+                                          ("float32", 1e39)])
+def test_a_scale_past_the_dtype_is_refused_by_name(body, dtype, scale):
+    """q * scale is formed in T (both bodies): a finite scale that T rounds to inf made every output NaN where the
+    float64 oracle is finite (float16 at 7e4). It is refused before any launch, naming scale."""
+    case = build_kvq4_case(np.random.default_rng(0), dtype=dtype, h=4, kvh=2, n=70)
+    with pytest.raises(ValueError, match="scale"):
+        kvq4_decode(case.q_mx, case.keys, case.values, scale=scale, body=body, arm="graph")
+    kvq4_decode(case.q_mx, case.keys, case.values, scale=65504.0 if dtype == "float16" else 1e30, body=body,
+                arm="graph")  # the largest finite ones still run

@@ -82,6 +82,8 @@ NUMPY_CALLS = [
     (lambda i: masks.batched_decode_mask(i(2), i(1), i(3), np.array([0, 1]), i(2)),
      lambda: masks.batched_decode_mask(2, 1, 3, [0, 1], 2)),
     (lambda i: masks.cache_mask(i(2), i(3), i(2)), lambda: masks.cache_mask(2, 3, 2)),
+    # a list of NumPy ints (not an array, whose tolist() gives Python ints): MLX refused them inside the mask
+    (lambda i: masks.batched_decode_mask(2, 1, 3, [i(0), i(1)], 2), lambda: masks.batched_decode_mask(2, 1, 3, [0, 1], 2)),
 ]
 
 
@@ -108,3 +110,13 @@ def test_a_window_past_int32_cuts_nothing(window):
     assert mx.array_equal(masks.create_causal_mask(3, 2, window), masks.create_causal_mask(3, 2)).item()
     assert mx.array_equal(masks.batched_decode_mask(2, 1, 3, [0, 1], window),
                           masks.batched_decode_mask(2, 1, 3, [0, 1], None)).item()
+
+
+@pytest.mark.parametrize("kind", [np.int64, np.uint8])
+def test_left_pad_of_numpy_ints_matches_oracle(gate, kind):
+    """batched_decode_mask with left_pad a list of NumPy integers (e.g. taken from a NumPy array one by one): it raised
+    MLX's "Invalid type int64 received in array initialization", naming no argument; now the oracle's mask."""
+    pads = [kind(0), kind(3), kind(1)]
+    got = check_bool(masks.batched_decode_mask(3, 2, 6, pads, 3))
+    gate.equal(got, ref_masks.batched_decode_mask(3, 2, 6, [int(p) for p in pads], 3), kernel=KERNEL,
+               case=f"numpy-{kind.__name__}-pads", what="batched_decode_mask vs reference, NumPy int pads")

@@ -373,3 +373,13 @@ def test_ring_geometry_fits_and_refuses_what_it_cannot_run():
         mq.partial_launch(q, kv, kv, scale, 1, 1, 2)
     with pytest.raises(ValueError, match="cuda-only kernel; arm 'metal'"):
         compiled_kernel(mq.PARTIAL_RING, "metal", (mx.bfloat16,) * 4, 0)
+
+
+@pytest.mark.parametrize("dtype, scale", [("float16", 7e4), ("float16", -65520.0), ("bfloat16", 3.4e38),
+                                          ("float32", 1e39)])
+def test_a_scale_past_the_dtype_is_refused_by_name(dtype, scale):
+    """q * scale is formed in T: a finite scale that T rounds to inf made every output NaN where the float64 oracle
+    is finite (float16 at 7e4). It is refused before any launch, naming scale."""
+    case = build_multi_query_case(np.random.default_rng(0), dtype=dtype, h=4, kvh=2, L=3, n=70, d=64)
+    with pytest.raises(ValueError, match="scale"):
+        multi_query_causal(case.q_mx, case.k_mx, case.v_mx, scale=scale, arm="graph")

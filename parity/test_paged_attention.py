@@ -272,3 +272,44 @@ def test_parts_layout_is_values_then_max_then_sum():
         paged.pack_partials(o, m, l.astype(mx.float16))
     with pytest.raises(ValueError, match="partitions"):
         paged.pack_partials(o, m, l, count - 1)
+
+
+# --- audit regressions (session: adversarial audit of the public calls) -----------------------------------------
+
+@pytest.mark.parametrize("call", [paged_attention, paged_attention_gather], ids=["direct", "gather"])
+@pytest.mark.parametrize("scale", [1e39, -1e39, 3.5e38, 1e300])
+def test_a_scale_past_float32_is_refused_by_name(call, scale):
+    """The kernels apply the scale as a float32 (geometry[0]): a finite Python float past float32's range became inf
+    there and every output NaN (q . k * inf), where the float64 oracle is finite. It is refused, naming scale."""
+    case = make_case("float16", GEOMETRIES[0])
+    with pytest.raises(ValueError, match="scale"):
+        call(case.q_mx, case.storage, case.table, case.length, scale=scale)
+
+
+def test_largest_float32_scales_still_run(arm, gate):
+    """The edge of the refusal above: the largest scale float32 holds is a scale (q = 0 keeps the scores 0, so the
+    output is the mean of the visible V rows, as the float64 oracle says)."""
+    from dataclasses import replace
+
+    case = make_case("bfloat16", GEOMETRIES[0])
+    case = replace(case, q=np.zeros_like(case.q), scale=float(np.finfo(np.float32).max))
+    out = paged_attention(case.q_mx, case.storage, case.table, case.length, scale=case.scale, arm=arm)
+    ref, base = sts.paged_oracles(case)
+    floor, why = sts.error_ratio_floor(case, ref)
+    gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel="paged_attention",
+                     case=f"{case.id}-scale-f32max")
+
+
+def test_planes_that_are_not_mx_arrays_are_type_errors():
+    """A storage whose keys are not an mx.array is the wrong kind of argument: TypeError naming storage.keys (it was
+    a ValueError, unlike the values plane's TypeError)."""
+    from dataclasses import replace
+
+    case = make_case("float16", GEOMETRIES[0])
+    for bad in (np.array(case.storage.keys), None):
+        with pytest.raises(TypeError, match="storage.keys"):
+            paged_attention(case.q_mx, replace(case.storage, keys=bad), case.table, case.length, scale=0.125,
+                            arm="graph")
+    with pytest.raises(ValueError, match="storage.keys"):
+        paged_attention(case.q_mx, replace(case.storage, keys=case.storage.keys[0]), case.table, case.length,
+                        scale=0.125, arm="graph")

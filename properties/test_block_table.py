@@ -75,6 +75,8 @@ def test_is_a_read_only_copy():
     (mx.array([1.0, 2.0]), ValueError, "integers"),
     (np.array([2**31], np.int64), ValueError, "int32"),
     ([[1], [2, 3]], ValueError, "block_table must be a flat sequence"),
+    ([True, 1], TypeError, "bools"),  # NumPy made it [1, 1]: a bool is never an int
+    ((2, np.True_), TypeError, "bools"),
 ])
 def test_bad_input_names_the_argument(entries, error, words):
     with pytest.raises(error, match=words):

@@ -196,7 +196,8 @@ class BlockPool:
         return tuple(self._free)
 
     def is_free(self, block: int) -> bool:
-        return block in self._free_set
+        """Whether ``block`` (one of the pool's blocks) is on the free list."""
+        return self._check_block("block", block) in self._free_set
 
     def alloc(self) -> int:
         """Pop a free block; PoolExhausted when none is left (callers grow first)."""
@@ -292,10 +293,11 @@ class BlockPool:
         hands out low indices first.
         """
         current = self.arrays()
-        if not isinstance(arrays, Sequence) or len(arrays) != len(current):
+        if isinstance(arrays, (str, bytes)) or not isinstance(arrays, Sequence):
+            raise TypeError(f"arrays must be a sequence of {len(current)} planes, got {type(arrays).__name__}")
+        if len(arrays) != len(current):
             raise ValueError(f"arrays must hold {len(current)} planes "
-                             f"({', '.join(PLANE_NAMES[:len(current)])}), got {type(arrays).__name__} "
-                             f"of {len(arrays) if isinstance(arrays, Sequence) else '?'}")
+                             f"({', '.join(PLANE_NAMES[:len(current)])}), got {len(arrays)}")
         for name, new, old in zip(PLANE_NAMES, arrays, current):
             check_array(f"arrays[{name}]", new)
             if tuple(new.shape) != tuple(old.shape) or new.dtype != old.dtype:

@@ -54,6 +54,8 @@ def kv_geometry(keys, values) -> KvGeometry:
     check_dtype("keys dtype", keys.dtype)
     if values.dtype != keys.dtype:
         raise ValueError(f"values dtype {values.dtype} differs from keys dtype {keys.dtype}")
+    if h < 1:
+        raise ValueError(f"keys must have at least one kv head, got shape {tuple(keys.shape)}")
     if d < 1 or values.shape[3] < 1:
         raise ValueError(f"head dims must be >= 1, got keys {d}, values {values.shape[3]}")
     return KvGeometry(b, h, n, d, values.shape[3], keys.dtype)

@@ -30,6 +30,7 @@ of a ``PagedKvRows``): it attends row by row and stacks the outputs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -57,12 +58,15 @@ def check_mask(mask) -> None:
     raise TypeError(f"mask must be None, 'causal' or an mx.array, got {type(mask).__name__}")
 
 
-def check_mask_shape(mask, target: tuple[int, ...]) -> None:
-    """An array ``mask`` must broadcast to ``target`` ([B, Hq, n, keys]) and be boolean or floating (additive)."""
+def check_mask_shape(mask, target: tuple[int, ...], dtype: mx.Dtype | None = None) -> None:
+    """An array ``mask`` must broadcast to ``target`` ([B, Hq, n, keys]) and be boolean or floating (additive);
+    given the attention's ``dtype``, a floating mask must promote to it (what SDPA requires)."""
     if not isinstance(mask, mx.array):
         return
     if mask.dtype != mx.bool_ and not mx.issubdtype(mask.dtype, mx.floating):
         raise ValueError(f"mask must be boolean or floating (additive), got {mask.dtype}")
+    if dtype is not None and mask.dtype != mx.bool_ and mx.result_type(mask.dtype, dtype) != dtype:
+        raise ValueError(f"mask dtype {mask.dtype} does not promote to the attention dtype {dtype}")
     try:
         fits = np.broadcast_shapes(tuple(mask.shape), target) == target
     except ValueError:
@@ -72,8 +76,16 @@ def check_mask_shape(mask, target: tuple[int, ...]) -> None:
 
 
 def snapshot_table(table) -> BlockTable:
-    """``table`` (a sequence of ints) frozen for views: host, device and the kernels' padded copy."""
+    """``table`` (a sequence of ints or a 1-D NumPy array) frozen for views: host, device and the kernels' padded
+    copy."""
+    if isinstance(table, (str, bytes)) or not isinstance(table, (Sequence, np.ndarray)):
+        raise TypeError(f"table must be a sequence of ints, a 1-D NumPy array or an mx.array, "
+                        f"got {type(table).__name__}")
     return BlockTable.of([check_int("table entry", i) for i in table], name="table")
+
+
+POOL_FIELDS = ("keys", "values", "key_scales", "key_biases", "value_scales", "value_biases", "num_blocks",
+               "block_size", "num_kv_heads", "head_dim", "v_head_dim", "dtype", "quantization")
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,6 +123,10 @@ class PagedAttentionView:
         ``BlockTable``: a frozen copy already made, which a cache reuses while its table is unchanged).
         Every entry must name one of ``pool``'s blocks (an mx.array table is read back for that), ``length``
         lie in [0, len(table) * block_size] and ``direct`` be a bool: a view never reads outside its pool."""
+        missing = [name for name in POOL_FIELDS if not hasattr(pool, name)]
+        if missing:
+            raise TypeError(f"pool must be a BlockPool (its planes and geometry); "
+                            f"{type(pool).__name__} lacks {missing}")
         if isinstance(table, BlockTable):
             frozen, device_table = table, table.device
         elif isinstance(table, mx.array):
@@ -150,18 +166,24 @@ class PagedAttentionView:
         """Attention of ``q`` [1, Hq, n, head_dim] over this view: [1, Hq, n, v_head_dim] in q's dtype.
 
         Both paths take the same arguments and refuse the same ones (q's dtype must be the view's, ``scale``
-        finite, ``arm`` one this machine runs, an array ``mask`` one that broadcasts to [1, Hq, n, length])."""
+        finite, ``arm`` one this machine runs, an array ``mask`` one that broadcasts to [1, Hq, n, length] and
+        promotes to the view's dtype, at least one query head, ``length`` >= 1, and with "causal" 1 <= n <= length)."""
         check_array("q", q)
         if q.ndim != 4 or q.shape[0] != 1 or q.shape[3] != self.head_dim:
             raise ValueError(f"q must be [1, Hq, n, {self.head_dim}], got {tuple(q.shape)}")
-        if q.shape[1] % self.num_kv_heads:
-            raise ValueError(f"q has {q.shape[1]} heads, not a multiple of {self.num_kv_heads} kv heads")
+        if q.shape[1] < 1 or q.shape[1] % self.num_kv_heads:
+            raise ValueError(f"q has {q.shape[1]} heads, not a positive multiple of the {self.num_kv_heads} kv heads")
         if q.dtype != self.dtype:
             raise ValueError(f"q has dtype {q.dtype} but the cache holds {self.dtype}")
         scale = check_scale(scale)
         resolve_arm(arm)
         check_mask(mask)
-        check_mask_shape(mask, (1, q.shape[1], q.shape[2], self.length))
+        check_mask_shape(mask, (1, q.shape[1], q.shape[2], self.length), self.dtype)
+        # What the direct kernel refuses, refused on the control path too (the same call must not depend on direct):
+        if self.length < 1:
+            raise ValueError("length=0: the view holds no keys to attend")
+        if isinstance(mask, str) and not 1 <= q.shape[2] <= self.length:
+            raise ValueError(f"q has n={q.shape[2]} query rows; a causal mask needs 1 <= n <= length={self.length}")
         if self.uses_direct(q.shape[2], mask):
             # Imported here: the kernel module is optional for the control path.
             from impl.paged_attention import paged_attention
