@@ -1,12 +1,25 @@
 # mlxgate: `make gate` runs the conformance suite and writes reports/out/;
-# `make test` runs every test. Both build .venv first when it is missing or
-# when pyproject.toml changed since it was built.
+# `make test` runs every test. Both build the virtual environment first when it
+# is missing or when its lock changed since it was built.
 SHELL := /bin/bash
-PYTHON ?= python3
-VENV := .venv
-PY := $(VENV)/bin/python
+# The interpreter the venv is built from: python3.11 when it is on PATH (the locks are resolved for CPython 3.11,
+# and Linux x86_64's torch CPU wheel is the cp311 one), else python3.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || echo python3)
 EXTRAS ?=
 comma := ,
+# DEPS=locked (the default): .venv holds exactly this machine's lock, locks/<platform>[-<extras>].txt, the
+# versions the suite was tested with (scripts/lock.py select; pip --require-hashes). DEPS=newest: .venv-newest
+# holds the newest versions pyproject's ranges allow, refreshed on every call, and the suite's runs print what
+# differs from the lock (scripts/deps_drift.py): what the deps-newest workflow runs to catch drift.
+DEPS ?= locked
+ifeq ($(DEPS),locked)
+VENV := .venv
+else ifeq ($(DEPS),newest)
+VENV := .venv-newest
+else
+$(error DEPS=$(DEPS): DEPS is locked (the default: locks/) or newest (pyproject's ranges))
+endif
+PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stamp-$(subst $(comma),_,$(if $(EXTRAS),$(EXTRAS),base))
 OUT := reports/out
 # Options forwarded to pytest, e.g. make gate ARGS="-k argmax" DEVICE=cpu PROFILE=thorough
@@ -23,24 +36,48 @@ ifeq ($(NUM_SHARDS),)
 $(error SHARD_ID=$(SHARD_ID) needs NUM_SHARDS (the shard count); unset, every test would run)
 endif
 endif
-# Where pip finds torch's Linux x86_64 CPU wheel (pyproject pins 2.13.0+cpu) when its own sources do not
+# Where pip finds torch's Linux x86_64 CPU wheel (2.13.0+cpu) when its own sources do not
 # hold it: tried only after an install without it failed.
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 shard_opts = $(if $(NUM_SHARDS),-p scripts.shard --num-shards $(NUM_SHARDS) --shard-id $(or $(SHARD_ID),0))
 pytest_opts = $(if $(DEVICE),--device $(DEVICE)) $(if $(PROFILE),--hypothesis-profile $(PROFILE)) $(shard_opts)
+# This machine's lock (a path), or the reason it has none; only the recipes that install read it.
+lock = $$($(PYTHON) scripts/lock.py select "$(EXTRAS)")
+# DEPS=newest: what differs from the lock, printed before the tests (and, when they fail, as the suspects).
+drift = $(if $(filter newest,$(DEPS)),$(PY) scripts/deps_drift.py --extras "$(EXTRAS)")
 
-.PHONY: gate test venv clean ci
+.PHONY: gate test quick venv lock clean ci FORCE
 .PHONY: perf perf-baseline
 
-$(STAMP): pyproject.toml scripts/requirements.py
+ifeq ($(DEPS),newest)
+$(STAMP): FORCE
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 	$(PY) scripts/requirements.py $(EXTRAS) > $(VENV)/requirements.txt
-	$(PY) -m pip install -q -r $(VENV)/requirements.txt || \
-	  $(PY) -m pip install -q -r $(VENV)/requirements.txt --extra-index-url $(TORCH_CPU_INDEX)
+	$(PY) -m pip install -q --upgrade --upgrade-strategy eager -r $(VENV)/requirements.txt || \
+	  $(PY) -m pip install -q --upgrade --upgrade-strategy eager -r $(VENV)/requirements.txt --extra-index-url $(TORCH_CPU_INDEX)
 	@rm -f $(VENV)/.stamp-* && touch $@
+else
+# A new lock rebuilds the venv from nothing, so it holds the lock and nothing else (checked after the install).
+$(STAMP): $(wildcard locks/*.txt) scripts/lock.py
+	@lock=$(lock) || exit 2; \
+	rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) && \
+	{ $(PY) -m pip install -q --upgrade pip >/dev/null 2>&1 || true; } && \
+	echo "venv: $(VENV) from $$lock" && \
+	{ $(PY) -m pip install -q --require-hashes --no-deps -r "$$lock" || \
+	  $(PY) -m pip install -q --require-hashes --no-deps -r "$$lock" --extra-index-url $(TORCH_CPU_INDEX); } && \
+	$(PY) scripts/deps_drift.py "$$lock" --check && touch $@
+endif
 
 venv: $(STAMP)
+
+# Regenerate every lock (scripts/lock.py: uv pip compile --generate-hashes, per platform and extras) after
+# pyproject's dependencies change; meta_tests/test_locks.py fails until they agree again. UV_VERSION is the
+# uv the locks were compiled with.
+UV_VERSION ?= 0.13.9
+lock:
+	@test -x .venv-lock/bin/uv || { $(PYTHON) -m venv .venv-lock && .venv-lock/bin/python -m pip install -q uv==$(UV_VERSION); }
+	.venv-lock/bin/python scripts/lock.py compile
 
 # The conformance gate: oracles, properties and parity gates on the default
 # device; writes results.jsonl, junit.xml, results.json and index.html (the
@@ -56,6 +93,7 @@ venv: $(STAMP)
 COMPARE ?=
 COMPARE_ALLOW_REMOVED ?=
 gate: $(STAMP)
+	@$(if $(drift),$(drift))
 	@compare="$(COMPARE)"; \
 	if [ -n "$$compare" ]; then \
 	  [ -f "$$compare" ] || { echo "COMPARE=$$compare: no such file" >&2; exit 2; }; \
@@ -69,12 +107,28 @@ gate: $(STAMP)
 	$(PY) -m perf.run --gate $(if $(DEVICE),--device $(DEVICE)) --results $(OUT)/results.jsonl; perf_status=$$?; \
 	$(PY) -m reports.summary $(OUT) --pytest-status $$status $${compare:+--compare "$$compare"} \
 	  $(if $(COMPARE),$(if $(COMPARE_ALLOW_REMOVED),--allow-removed)); \
-	status=$$?; [ -z "$(COMPARE)" ] || rm -f "$$compare"; [ $$perf_status -le 1 ] || status=2; exit $$status
+	status=$$?; [ -z "$(COMPARE)" ] || rm -f "$$compare"; [ $$perf_status -le 1 ] || status=2; \
+	$(if $(drift),[ $$status -eq 0 ] || $(drift) --failed;) exit $$status
 
 # Every test in the repository (what CI runs).
 test: $(STAMP)
 	@mkdir -p $(OUT)
-	$(PY) -m pytest $(pytest_opts) -n $(WORKERS) $(ARGS)
+	@$(if $(drift),$(drift))
+	@$(PY) -m pytest $(pytest_opts) -n $(WORKERS) $(ARGS); status=$$?; \
+	$(if $(drift),[ $$status -eq 0 ] || $(drift) --failed;) exit $$status
+
+# The edit loop: one kernel's parity and property tests with the dev profile (25 examples), K=<kernel>:
+# the test files parity/test_<K>.py, parity/test_<K>_*.py and properties/test_<K>_*.py (QUICK_KERNELS lists the
+# values; kv is the KV-cache state: pools, views, rows, block tables).
+QUICK_KERNELS := paged_attention kvq4_decode multi_query normalized_argmax masks kv
+K ?=
+quick: $(STAMP)
+	@case " $(QUICK_KERNELS) " in *" $(K) "*) ;; \
+	  *) echo "make quick: K=$(K) is not a kernel; K is one of: $(QUICK_KERNELS)" >&2; exit 2;; esac
+	@mkdir -p $(OUT)
+	$(PY) -m pytest $(wildcard parity/test_$(K).py parity/test_$(K)_*.py properties/test_$(K)_*.py) \
+	  $(if $(filter kv,$(K)),properties/test_block_table.py) --hypothesis-profile dev \
+	  $(if $(DEVICE),--device $(DEVICE)) -n $(WORKERS) -q $(ARGS)
 
 # The mutant catalog (mutants/catalog.py; README "Mutants"): each mutant, applied to a
 # temporary copy of the tree, must be killed by its tests; one "mutant" record each is
@@ -108,7 +162,7 @@ ci:
 	[ $$test_status -eq 0 ] && [ $$gate_status -eq 0 ]
 
 clean:
-	rm -rf $(VENV) $(OUT) .hypothesis
+	rm -rf .venv .venv-newest .venv-lock $(OUT) .hypothesis
 
 # Benchmarks (perf/): the device's suite serially (never under xdist), judged against
 # this device key's baseline when there is one; records and report in $(OUT)/perf/.

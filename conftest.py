@@ -5,7 +5,7 @@
   (1000). Choose with ``--hypothesis-profile NAME`` or ``MLXGATE_PROFILE=NAME``;
   ``CI=true`` selects ``ci``; otherwise ``dev``.
 * ``--device cpu|gpu`` (default: gpu where MLX has one, else cpu) becomes MLX's
-  default device for the whole session.
+  default device for the whole run.
 * Arms: any test with an ``arm`` argument runs once per arm in ``impl.arms.ARMS``;
   an arm this machine cannot run is a skip whose reason names it.
 * ``gate``: a ``parity.gates.Gate`` bound to the test id and its ``arm``; every

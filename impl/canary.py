@@ -22,7 +22,7 @@ Statuses (``CanaryResult.status``):
   the device is a VM's paravirtual GPU. That is judged by the device's name
   before anything runs: even a right answer there would not speak for Apple
   silicon, and GitHub documents GPU compute as unsupported on those runners.
-* ``not_run``: (records only) this session does not run the metal arm
+* ``not_run``: (records only) this run does not use the metal arm
   (e.g. ``--device cpu`` on a Mac with a real GPU).
 
 Command line (the CI canary step)::
@@ -192,7 +192,7 @@ def unavailable_reason() -> str | None:
 
 
 def status_without_running(arm_reason: str) -> CanaryResult:
-    """The canary's status for a session that does not run the metal arm (``arm_reason`` says why)."""
+    """The canary's status for a run that does not use the metal arm (``arm_reason`` says why)."""
     if not isinstance(arm_reason, str) or not arm_reason:
         raise ValueError("arm_reason must be a non-empty string (the metal arm's skip reason)")
     reason = unavailable_reason()

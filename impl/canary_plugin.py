@@ -1,6 +1,6 @@
 """pytest wiring of the Metal canary (``impl/canary.py``); conftest.py registers it.
 
-* When the metal arm runs in this session, the canary runs once per process
+* When the metal arm runs in this pytest run, the canary runs once per process
   (each xdist worker, or the only process), in the setup of the first
   metal-arm test, before that test's fixtures; its result is recorded
   (kind ``canary``, reports/SCHEMA.md).
@@ -9,7 +9,7 @@
   device that returns zeros or garbage must neither reach the report as
   gate records nor read as skips.
 * When the metal arm does not run (no Metal, a paravirtual device, or
-  ``--device cpu``), the process that owns the session records why, so the
+  ``--device cpu``), the process that owns the run records why, so the
   report says it in the same place.
 
 A metal-arm test is one parametrized with ``arm="metal"`` (conftest.py's
@@ -29,7 +29,7 @@ FAILURE_KEY = pytest.StashKey[str]()
 
 
 def metal_arm_status(config) -> arms.ArmStatus:
-    """The metal arm's status for this session's device (conftest.py sets ``config.mlxgate_device``)."""
+    """The metal arm's status for this run's device (conftest.py sets ``config.mlxgate_device``)."""
     if STATUS_KEY not in config.stash:
         device = getattr(config, "mlxgate_device", None) or arms.current_device_name()
         config.stash[STATUS_KEY] = arms.discover_arms(device)["metal"]

@@ -91,38 +91,23 @@ The compiled arms run (scale,) partial and merge as one ``mx.compile``d call per
 block, input shapes) (``_compiled_direct``, ``_compiled_pair``): built call by call, the two custom-kernel primitives
 cost more host time than the kernels at N = 32k on the H200. N is in the planes' shapes, so a
 trace serves one decode step's layers and only the most recent ``TRACES_KEPT`` are kept
-(``impl.kernels.compile`` says why: one function traced for every N leaks). Block sizes on the H200 (third pass of issue 10,
-``perf/runs/2026-11-29-h200-session3/call2a/explore2.txt``, ms per call): 256 beats the seed's 512
-at 32/8/N32k (0.264 / 0.280) and 8/1/N32k (0.099 / 0.104) and loses at 16/8/N128k (0.569 /
-0.532), so the seed's 512 stays.
+(``impl.kernels.compile`` says why: one function traced for every N leaks). The seed body's block on the H200
+(ms per call): 256 beats the seed's 512 at 32/8/N32k (0.264 / 0.280) and 8/1/N32k (0.099 / 0.104) and loses at
+16/8/N128k (0.569 / 0.532), so the seed's 512 stays. A seed body batching 8 tokens per SIMD group (the 8 tokens'
+loads in flight together, 9 shuffles for 8 scores, a merge over 16 SIMD groups, a block chosen from N, KVH and the
+compute units) passed every gate but was slower than this kernel at block 512: 16/8/D256/N128k 0.686 / 0.594 ms,
+8/1/D256/N32k 0.132 / 0.110; only 32/8/D256/N32k gained (0.300 / 0.315). It is in git history at 013596e; a retry
+should start from a profile of both kernels at N128k.
 
-Tried and reverted (issue 10, NVIDIA H200, 2026-11-29): a rewrite that
-batched 8 tokens per SIMD group (the 8 tokens' loads in flight together, a
-transposed lane reduction: 9 shuffles for 8 scores, one online-softmax update
-per batch), a merge that split the blocks over 16 SIMD groups, and a default
-block chosen from N, KVH and the device's compute units (commits 5f84e26 ..
-013596e). It passed every gate but was slower than this kernel at its own
-default block (bf16, ms per call; new / this kernel at block 512):
-16/8/D256/N128k 0.686 / 0.594 (+15%), 8/1/D256/N32k 0.132 / 0.110 (+20%);
-only 32/8/D256/N32k gained (0.300 / 0.315; 0.275 at block 128). Record:
-``perf/runs/2026-11-29-h200-issue10/kvq4-out/kvq4.txt`` (script
-``perf/runs/2026-11-29-h200-issue10/kvq4.sh``). Why it lost was not profiled: a retry should start from a
-profile of both kernels at N128k (the rewrite is in git history at 013596e).
-
-One KV head (8/1/D256/N32k, issue 10's unmet 3x; ``perf/runs/2026-11-30-h200-session11``, calls S1-S3, every variant
-interleaved with the default and dequantize + SDPA in one process). ncu on the direct partial: 60 us alone, 128
-threadgroups (64 partitions x 2 row chunks, each dequantizing the same K / V), 219 registers, one warp per scheduler
-issuing every 2.8 cycles, 3% of DRAM bandwidth, 15.6 M warp instructions (~1900 per SIMD group per 8-token step):
-bound by its instructions' latency, not by memory. Partitions 128 / 256 / 1024, 8 SIMD groups per threadgroup, 4
-tokens per step (158 registers) and 8 rows per threadgroup (one chunk; 215-247 registers): all within ~10% of the
-default, and the default itself measured 4-8 us apart through two call paths in one process, so none is kept. The
-ratio to the control stayed 1.2-2.2x in every protocol. A tensor-core body would not close it either: multi-query's
-partial run on the bfloat16 cache (no dequantization at all) at this shape is 1.75x / 1.90x the control in eval8 /
-pipelined8 (128 splits), and MLX's own SDPA on that cache 1.59x / 1.30x. What bounds it (fifteenth pass,
-``perf/runs/2026-11-30-h200-session15``): this call with both kernel bodies emptied (same inputs, grids and outputs)
-costs the H200's host 35-39 us per call eval8 and 36-41 us pipelined8, so a partial + merge call is below 3x the
-control in pipelined8, eval1 and pipelined1 even with kernels that do nothing, and in eval8 it leaves 2.3-5.7 us for
-the kernels' GPU work, about one read of the 9.44 MB of K / V at copy bandwidth: out of reach (``perf/RESULTS.md``).
+One KV head (8/1/D256/N32k) is 1.4x dequantize + SDPA, short of the 3x target, and out of reach for a partial +
+merge call (``perf/RESULTS.md``, bound 3): this call with both kernel bodies emptied (same inputs, grids and
+outputs) costs the H200's host 35-39 us per call eval8 and 36-41 us pipelined8, so it is below 3x the control in
+pipelined8, eval1 and pipelined1 even with kernels that do nothing, and in eval8 leaves 2.3-5.7 us for the GPU's
+work, about one read of the 9.44 MB of K / V at copy bandwidth. ncu on the direct partial there: 60 us alone, 128
+threadgroups (64 partitions x 2 row chunks, each dequantizing the same K / V), 219 registers, 3% of DRAM bandwidth:
+latency-bound. Partitions 128 / 256 / 1024, 8 SIMD groups, 4 tokens per step and 8 rows per threadgroup all measured
+within ~10% of the default (itself 4-8 us apart through two call paths in one process); a tensor-core body
+(multi-query's partial on the bfloat16 cache) is 1.75x / 1.90x the control in eval8 / pipelined8.
 """
 
 from __future__ import annotations
@@ -408,13 +393,12 @@ def default_body(length: int) -> str:
     """The body a call without ``body`` runs over a cache of ``length`` tokens: ``direct``, except for caches of
     ``direct.DIRECT_MAX_LENGTH`` tokens or more (the direct body reads the length from a float32).
 
-    Until session 9 one KV head ran the seed body: session 4 had the direct body's 64-token partitions at
-    8/1/D256/N32k take 0.123-0.133 ms against the seed body's 0.086 (512 partitions, a 25 us merge). With
-    partitions of at least 512 tokens (``impl.paged_attention.QUANTIZED_MIN_PARTITION``) the direct body wins
-    there in every protocol (H200, ``perf/runs/2026-11-30-h200-session9/callH5``, us per call, each call of a
-    round on its own cache: eval8 93.7 against 104.9, pipelined8 56.2 / 65.5, one call per round 161.1 / 256.8
-    and 68.9 / 139.1), as it did at 8 KV heads (16/8/N128k 0.427 against 0.560, 32/8/N32k 0.214 against 0.276 in
-    session 4)."""
+    One KV head runs ``direct`` too: with partitions of at least 512 tokens
+    (``impl.paged_attention.QUANTIZED_MIN_PARTITION``) it beats the seed body at 8/1/D256/N32k in every protocol
+    (H200, us per call, each call of a round on its own cache: eval8 93.7 against 104.9, pipelined8 56.2 / 65.5, one
+    call per round 161.1 / 256.8 and 68.9 / 139.1; with 64-token partitions, 512 of them and a 25 us merge, it lost:
+    0.123-0.133 ms against 0.086), as it does at 8 KV heads (16/8/N128k 0.427 against 0.560, 32/8/N32k 0.214 against
+    0.276)."""
     return "seed" if check_int("length", length, minimum=0) >= direct.DIRECT_MAX_LENGTH else "direct"
 
 
@@ -523,8 +507,7 @@ def _in_dtype(scale: float, dtype: mx.Dtype) -> float:
     """``scale`` as ``q * scale`` sees it: MLX casts a Python scalar to the array's dtype.
 
     Remembered and rounded on the CPU stream: an ``.item()`` on the GPU stream waits for the device.
-    It did so once per call in a first version: on the H200 32/8/N32k took 0.250 ms with it and
-    0.214 without (``perf/runs/2026-11-30-h200-session4``, calls A and B1)."""
+    Once per call, that wait took 32/8/N32k on the H200 from 0.214 to 0.250 ms."""
     return mx.array(scale, dtype=dtype).astype(mx.float32, stream=mx.cpu).item()
 
 

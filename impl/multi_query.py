@@ -115,8 +115,8 @@ nvcc test compiles both. A prelude edit renames the kernel (the preludes
 are part of every kernel's name: ``impl.kernels.compile.kernel_name``).
 A call runs partial and merge as one ``mx.compile``d function per
 input signature, the ``TRACES_KEPT`` most recent kept (``_compiled_call``: a decode
-step's layers share N, so the first traces and the rest replay; measured on
-the H200, ``perf/runs/2026-11-29-h200-session3/call5/``).
+step's layers share N, so the first traces and the rest replay; built call by call, the
+primitives cost host time comparable to the kernels at N = 32k on the H200).
 
 ``graph`` is the same algorithm in MLX ops: the same splits and BK-key
 blocks, one block of every split per step, the same half roundings (Q * scale,
@@ -125,153 +125,41 @@ order of float32 additions inside the 8x8 products (a matmul: its operands
 are half values, exact in float32 and in the TF32 that MLX's CUDA backend uses
 for float32 matmuls).
 
-Measured locally (nvcc 13.0, sm_90, ``-Xptxas -v``; registers per thread /
-stack frame, partial pass, 32/8/L8/D128, 16/8/L8/D256, 8/8/L1/D64):
+Registers (nvcc 13, sm_90, ``-Xptxas -v``, bf16, partial pass; no stack frame anywhere): 32/8/L8/D128 168 with
+one stage, 162 with two (3 threadgroups of 128 threads per SM); 16/8/L8/D256 219 / 232 (one tile, 2 per SM);
+64/8/L8/D128 168 at 192 threads (2 per SM). The clang unroll pragma that nvcc ignored had left ``qf`` / ``o`` in
+local memory (160-384 B of stack); the shuffle fallback (``MLXGATE_SIMDGROUP_EMULATE``) takes ~2 s of nvcc per
+instance, the tensor-core build ~0.25 s.
 
-* before (seed body, shuffle emulation, clang unroll pragma ignored): bf16
-  63 / 160 B, 48 / 384 B, 54 / 96 B (qf and o in local memory); nvcc compile
-  test's 15 partial instances 6.5 s in one batch (~2.7 s of it fixed cost).
-* after (tensor cores, unrolled): bf16 144 / 0, 219 / 0, 91 / 0; f32 174 / 0,
-  248 / 0, 90 / 0; no spills; the same 15 instances 6.2 s (~0.25 s each).
-  At 128 threads per threadgroup that is 3 threadgroups per SM at D128 bf16,
-  2 at D256.
-* fallback (``MLXGATE_SIMDGROUP_EMULATE``, now unrolled): bf16 130, 248, 72
-  registers, no stack; ~2 s of nvcc per instance (32.6 s for the 15).
-* two tiles per SIMD group (``TILES_PER_SIMDGROUP = 2``, the scale folded into
-  the q load): bf16 168 / 0, 219 / 0 (D256: one tile), 114 / 0; f32 182 / 0;
-  64/8/L8/D128 bf16 168 at 128 threads (127 at 256 before); fallback 179, 248,
-  72, no stack. Still 3 threadgroups per SM at D128 bf16. A 2-SIMD-group
-  threadgroup (MIN_SIMDGROUPS = 2) was tried: 250 registers at D128 and a
-  40-byte spill at D256 (the staging registers double), so not used.
+Why the design is what it is (NVIDIA H200, MLX 0.32.4 CUDA; figures and what lost: ``perf/RESULTS.md``):
 
-GPU numbers: ``perf/runs/2026-11-29-h200-session3`` (call2a, call5) measured
-the one-tile kernel (``TILES_PER_SIMDGROUP = 1``): 0.163 ms at 32/8/L8/D128/N32k
-against 0.437 ms for eight single-row SDPA calls. The two-tile kernel with the
-folded scale (``perf/runs/2026-11-30-h200-session4/callA/multi_query_pack.txt``, one
-process): 0.137-0.154 ms across splits 32..128 against 0.138-0.146 for one tile, and
-0.349 ms for the eight single-row calls (2.4-2.6x); at 16/8/L8/D256 (one tile either
-way) 0.236 ms against 1.902 (8.1x). The breakdown at 32/8/L8/D128: partial alone
-0.119 ms, merge alone 0.024, a whole call at N = 64 (the per-call fixed cost) 0.042.
-Two tiles did not beat one there (within the 5-13% spread between processes); they
-stay the default because they issue half the mma and fragment instructions, and the
-pooled baseline (``perf/runs/2026-11-30-h200-session4/pooled``) has 0.174 ms against
-0.438 for the single-row calls (2.5x).
-
-Session 5 (``perf/runs/2026-11-30-h200-session5``, calls C1-C6; its README lists
-them). ncu on the partial at 32/8/L8/D128 (``callC1/prof``): 17-18% of DRAM peak,
-0.36-0.49 instructions issued per scheduler and cycle, 2.5 active warps per scheduler
-(3 threadgroups of 4 SIMD groups per SM, register-bound): latency-bound, not
-bandwidth-bound. Tried, each checked bit-identical to the kernel it varies:
-
-* the next block's K / V fetched into registers while the current one is
-  computed: 162-198 registers, slower at every matched tiling and split count
-  (0.136-0.188 against 0.132-0.157 ms eval8; call C1), dropped;
-* K and V staged in turn (123 registers, 4 threadgroups per SM): slower at every
-  shape (0.18 against 0.17 ms at D128, 0.31 against 0.24 at D256), not used;
-* the fragment loops ordered so consecutive products are independent (kept: same
-  sums, same speed within noise: ptxas already interleaved them);
-* one tile per SIMD group at NQ = 32 (four computing SIMD groups instead of two;
-  144 registers): 0.132-0.139 against 0.143-0.149 ms eval8 in one process (call
-  C1), but ncu had the partial 6% slower (171 against 161 us, calls C3 / C1) and
-  the pipelined call of the pooled tree was 0.093 ms against pass 4's 0.088
-  (call C5, its control unchanged at 0.358): two tiles stay the rule at NQ > 8
-  (at NQ = 64 one tile lost plainly: 0.233 against 0.191 ms);
-* the merge: a thread per output element over all splits ran at 8 warps per SM
-  (ncu 18.7 us for 64 splits); sliced, 12.2 us.
-
-Session 8 (``perf/runs/2026-11-30-h200-session8``, calls G1-G9; its README lists them):
-
-* the merge in one pass (running max per slice, 4 dims per lane, 128 dims per threadgroup)
-  instead of two (every split's max, a barrier, then the sums): interleaved A/B in one process
-  (``callG1/merge_probe.txt``), the merge alone 30.3 -> 23.9 us per call in eval8, the whole call
-  at 32/8/L8/D128/N32k 105.5 -> 102.4 us eval8 and 63.6 -> 59.3 us pipelined (D256 162.7 -> 155.3,
-  130.0 -> 125.0); outputs within 1.6e-3 of max |out| of the two-pass merge (float32 rounding of
-  the extra rescales; one query row bit-identical). The same form for paged attention's merge
-  measured no gain (``callG3``) and was not kept.
-* key splits, with 8 calls per round (``callG2/splits_sweep.txt``) and with one
-  (``callG8/splits_single.txt``, a decode step's calls back to back, each filling the GPU alone):
-  with 8 calls, 16-64 splits at 32/8/L8/D128 are within 2% and D256 / NQ = 64 ran 6-14% faster at
-  8-16 splits; alone, 8-16 splits lose 1.3-2.5x (perf's protocols let 8 independent calls fill the
-  GPU for each other, so they must not tune a split default alone), while 32 splits beat 64 by 7-10%
-  at every KV-head-8 shape and were never slower with 8 calls: ``TARGET_THREADGROUPS`` 512 -> 256.
-
-Session 6 (``perf/runs/2026-11-30-h200-session6``, calls E1-E5; its README lists
-them). ncu with stall sampling per SASS line (``callE1/prof``, 32/8/L8/D128): the
-staging was 55% of the executed instructions (64-bit address arithmetic and
-per-element bfloat16 conversions, every SIMD group), and the two SIMD groups past
-the tiles spent half their samples at the barrier after the products. Changes,
-each checked against the committed kernel first (``explore_f.py`` .. ``explore_h.py``):
-
-* two stages on CUDA with a stager per row quad: bit-identical, partial 164 -> 125
-  us under ncu (registers 168 with the roles in their own loops; one loop for both
-  had 250);
-* ldmatrix.x4 fragment loads (no LDS per fragment, no movmatrix for V) and the
-  skipped rescale: bit-identical, 125 -> 110 us;
-* 16x8x16 products for two tiles and the bfloat16 load by shifts and masks: 110 ->
-  109 us under ncu, 0.066-0.070 -> 0.061-0.064 ms pipelined; outputs within 2e-3 of
-  max |out| of the committed kernel (one-tile shapes bit-identical).
-
-Per call at 32/8/L8/D128/N32k (``callE4``, one process): pipelined 0.092 -> 0.061-0.064
-ms (sdpa_rows 0.258), eval8 0.145-0.152 -> 0.113-0.129 (sdpa_rows 0.362). The
-committed pooled baseline is call E5's: 0.131 ms against 0.411 ms for the eight
-single-row calls (3.1x; session 5's pool 2.5x); at 16/8/L8/D256 0.191 against 1.948
-(10.2x). ``perf/RESULTS.md`` has the rest. Registers (nvcc 13, sm_90, bf16):
-32/8/L8/D128 162 (two stages), 168 (one); 16/8/L8/D256 219 / 232; 64/8/L8/D128
-168 at 192 threads (two stages: 2 threadgroups per SM).
-
-Session 10 (``perf/runs/2026-11-30-h200-session10``, calls R1-R7; its README lists them):
-
-* the ring partial (cp.async, above), measured against the two-stage partial at ring 2 / 3 / 4 and split counts
-  16 / 32 / 64 (``callR1/ring_sweep.txt``): 8-12% faster at D256 in every protocol, equal at 32/8/L8/D128, within
-  1-3% at 64/8; kept as the CUDA default at 2 slots (``RING_SLOTS`` says why 2). At 32/8/L8/D128 it shows that the
-  loads no longer set the partial's pace there: the ring keeps 2 blocks in flight per threadgroup and the partial
-  alone stays at 53.4 against 53.7 us pipelined8 (the stream floor is 34.5).
-* one tile per SIMD group at NQ = 32 with the ring (4 computing SIMD groups + 2 stagers, 144 registers, 2
-  threadgroups per SM; ``callR2/tiles_sweep.txt``): 17% slower in eval8 (131.7 against 112.1 us), so not used.
-* ncu on the ring partial at 32/8/L8/D128 (``callR5/prof``): 96.1 us alone against the two-stage's 104.6; the
-  stagers wait at the role barrier 4.6x as often as the tiles (the tiles set the pace); 15% of the stall samples on
-  the prologue's conversion of ``scale[0]``, which every warp waited for. q and the scale are now read in the tiles'
-  branch only (``callR6/prologue_probe.txt``): bit-identical, the partial alone 1-5% faster at D128 in every
-  protocol, unchanged at D256; 94.3 us under ncu, 168 registers (3 threadgroups per SM still).
-
-Session 11 (``perf/runs/2026-11-30-h200-session11``, call S4; its README lists the calls): the ring's stagers convert
-a 16-byte chunk at a time in whole 32-bit words (``chunk_to_half``: a bfloat16 word's pair widened by a shift and a
-mask and rounded as one pair; a float16 chunk copied) instead of element by element through ``half4``, whose
-byte permutes made the conversion 39% of the partial's instructions. Bit-identical to the body before in every dtype
-at the three perf shapes; ncu at 32/8/L8/D128: 22.2 -> 19.3 M instructions (the conversion 8.6 -> 5.7 M).
-Interleaved (us per call, before -> after, eval8 / pipelined8 / eval1 / pipelined1): 16/8/L8/D256 the call
-137.8 / 103.6 / 208.3 / 125.2 -> 151.5 / 97.0 / 222.3 / 116.5, its partial alone 158.4 / 101.1 / 186.2 / 120.7 ->
-142.0 / 94.2 / 175.0 / 111.8; 64/8/L8/D128 pipelined8 74.7 -> 71.6; 32/8/L8/D128 unchanged (the tiles set its
-pace, session 10). At 32/8/L8/D128 nothing else tried moved the partial from ~51 us pipelined8 (each interleaved
-against the committed ring; S1, S5, S7, S9):
-
-* splits 40 / 48 / 56 / 64 against 32 (48 fill the 396 slots of 3 threadgroups per SM): within 4% with 8 calls per
-  round; alone 4-8% faster at 48 and 7-20% slower at 56 / 64, while 48 lost 3-36% at D256 and 64/8, so
-  ``TARGET_THREADGROUPS`` stays;
-* S accumulated in two halves (the chain of dependent products per key fragment 8 -> 4 deep; float32 sums in
-  another order), and skipping the key comparisons in blocks every row sees (bit-identical): within 3%;
-* the tiles software-pipelined (S of block i - 1 beside the softmax and P . V of block i - 2, V triple-buffered;
-  bit-identical, 178 registers and 76 KiB, so 2 threadgroups per SM): equal at 32/8, 20% slower at D256;
-* the tiles reading K / V straight from 3-5 ring slots in bfloat16 (no half buffers, 1-3 blocks in flight; bf16
-  products and P, so not this kernel's contract): 2-4% faster pipelined8, equal in eval8.
-
-So the partial, at ~2.6 TB/s of K / V there against the 3.9-4.2 TB/s a kernel that only streams them reached
-(session 9), is held by something none of these moved; ``perf/RESULTS.md`` (eleventh pass) has the figures.
-
-Session 13 (``perf/runs/2026-11-30-h200-session13``, calls U1-U7; its README lists them) took the host's share:
-
-* q is read through ``q_strides``, so the call adds no ``mx.contiguous(q)`` node: with a contiguous q equal
-  (106.1 against 105.4 us eval8; U2), with a decode step's transposed q 7% faster in eval8 (105.3 against 113.2 us:
-  the copy is gone);
-* one output instead of three (``part``: ``pack_parts``), after a stand-in measured ~1.5-3 us of the host's time
-  per custom-kernel output (an empty kernel with 1 / 2 / 3 / 4 outputs: 6.9 / 9.8 / 11.4 / 12.8 us eval8; U4):
-  the call 112.5 -> 106.5 us eval8 at 32/8/L8/D128/N32k (3.60x -> 3.81x its control in that process) and
-  150.9 -> 137.9 at 16/8/L8/D256, bit-identical (U5). kvq4's seed partial, whose merge this is, writes the same
-  layout;
-* not kept: the merge folded into each KV head's last threadgroup, one kernel per call. MLX zeroes a counter
-  only through ``init_value``, which fills every output, the 4.2 MB partial scratch too: a stand-in that only
-  streams K / V and merges that way took 79.2 us eval8 against 63.2 for the same stream with the two-kernel
-  merge (an empty one-kernel call 38.2 against two empty kernels' 24.7; U1, ``onekernel_probe.py``).
+* Latency-bound, not bandwidth-bound: ncu had the one-stage partial at 17-18% of DRAM peak and 0.36-0.49
+  instructions issued per scheduler and cycle, the staging 55% of its instructions (64-bit address arithmetic,
+  per-element conversions) and the SIMD groups past the tiles idle at the barrier half the time. So on CUDA they
+  stage the next block while the tiles compute (``pipeline_stages``: ncu 164 -> 125 us at 32/8/L8/D128), fragments
+  load four at a time and the rescale is skipped when no row moved its max (125 -> 110 us), two tiles multiply
+  16-deep (109 us; outputs within 2e-3 of max |out| of 8-deep products, one-tile shapes bit-identical).
+* Two tiles per SIMD group at NQ > 8 (``TILES_PER_SIMDGROUP``): half the mma and fragment instructions of one tile
+  each; one tile per SIMD group (four computing SIMD groups) ran the partial 6% slower under ncu (171 against 161
+  us), 17% slower in eval8 with the ring (131.7 against 112.1 us), and lost plainly at NQ = 64 (0.233 against 0.191
+  ms).
+* The ring partial (``PARTIAL_RING``, ``RING_SLOTS``): 8-12% faster than two stages at 16/8/L8/D256 in every
+  protocol, equal at 32/8/L8/D128, where the tiles set the pace (the stagers wait at the role barrier 4.6x as often
+  as the tiles; ncu 96.1 against 104.6 us). Only the tiles read q and the scale, so the stagers start copying at once
+  (ncu 94.3 us). The stagers convert a 16-byte chunk in 32-bit words (``chunk_to_half``): a conversion through
+  ``half4`` was 39% of the partial's instructions (22.2 -> 19.3 M instructions; 16/8/L8/D256 pipelined8 103.6 ->
+  97.0 us).
+* The merge in one pass (a running max per slice, 4 dims per lane): the merge alone 30.3 -> 23.9 us eval8, the call
+  at 32/8/L8/D128/N32k 63.6 -> 59.3 us pipelined8; outputs within 1.6e-3 of max |out| of a two-pass merge (float32
+  rounding of the extra rescales; one query row bit-identical).
+* The host's share: each output of a custom kernel costs the H200's host ~1.5-3 us per call, so the partial writes
+  one (``part``: ``pack_parts``; 112.5 -> 106.5 us eval8 at 32/8/L8/D128/N32k, 150.9 -> 137.9 at D256), and q is
+  read through its strides (a decode step's transposed q: 113.2 -> 105.3 us, no copy kernel). A one-kernel call (the
+  merge in each KV head's last threadgroup) needs a counter at zero, which MLX gives only through ``init_value``,
+  filling the 4.2 MB partial scratch too: 79.2 against 63.2 us eval8 for stand-ins that stream K/V.
+* The L8 D128 target (4x eight single-row calls in eval8) is met in the pool, not in every process: 4.12x (3.78-4.95
+  per process); pipelined8 4.8-6.8x. Nothing tried moved the partial from ~51 us per call pipelined8 (splits,
+  accumulator chains, software-pipelined tiles, more slots: ``perf/RESULTS.md``).
 
 Gates: ``parity/test_multi_query.py`` (error ratio against the float64 oracle
 ``reference.attention.attention_ref``, with the naive computation in T, or in
@@ -330,8 +218,8 @@ SPLIT_KEYS = 256  # the fewest keys a default split gets (the seed's keys per sp
 MAX_SPLITS = 128
 MERGE_SLICES = 8  # SIMD groups of a merge threadgroup, each merging every 8th split (template MERGE_SLICES)
 MERGE_DIMS = 128  # output dims per merge threadgroup: 32 lanes x 4
-# Default splits aim at this many threadgroups (splits x KV heads). Measured on the H200 (session 8, calls G2 and
-# G8, every count interleaved in one process): at 8 KV heads, 32 splits (256 threadgroups, about two thirds of one
+# Default splits aim at this many threadgroups (splits x KV heads). Measured on the H200 (every count interleaved in
+# one process, with 8 calls per round and with one): at 8 KV heads, 32 splits (256 threadgroups, about two thirds of one
 # wave at 3 resident per SM) beat the 64 that 512 gave by 7-10% when each call must fill the GPU alone (one call per
 # round: 90 against 99 us at 32/8/L8/D128/N32k, 140 against 149 at D256, 104 against 115 at 64/8), and were never
 # slower with 8 calls per round; 8-16 splits lost 1.3-2.5x alone. A split of more keys pays its q load and its
@@ -341,7 +229,7 @@ MIN_SIMDGROUPS = 4  # a threadgroup stages K/V with at least 4 SIMD groups (tile
 # 8-row query tiles per SIMD group: 2 where a SIMD group holds more than one tile's rows and D <= PAIR_MAX_HEAD_DIM.
 # A K or V fragment loaded from threadgroup memory then serves 16 rows, and on CUDA the two tiles' products are
 # one 16-row tensor-core mma (the prelude's simdgroup_multiply_accumulate_rows16; a tile alone fills half of it).
-# 1 is the one-tile-per-SIMD-group kernel measured on the H200 in perf/runs/2026-11-29-h200-session3.
+# 1 is the one-tile-per-SIMD-group kernel (slower on the H200: tiles_per_simdgroup says by how much).
 TILES_PER_SIMDGROUP = 2
 # Two tiles hold two accumulators of D/4 floats per lane: at D = 256 that passes 255 registers (nvcc -Xptxas -v).
 PAIR_MAX_HEAD_DIM = 128
@@ -353,12 +241,12 @@ STATIC_SHARED_BYTES = 49152  # CUDA's static shared memory per block (what a cud
 STAGER_SIMDGROUPS = 2
 MAX_PIPELINED_SIMDGROUPS = 6
 # The ring partial (CUDA only, ring_slots): raw K / V slots per threadgroup, RING - 1 blocks copied ahead of the one
-# the stagers convert. Measured on the H200 (perf/runs/2026-11-30-h200-session10, calls R1 and R2; every ring
+# the stagers convert. Measured on the H200 (interleaved in one process, in two processes at 32/8/L8/D128; every ring
 # bit-identical to two stages): at 16/8/L8/D256/N32k 2 slots ran the call 8-12% faster than two stages in each of
 # eval8 / pipelined8 / eval1 / pipelined1 (154.9 / 106.3 / 249.4 / 137.6 against 168.1 / 120.9 / 261.7 / 149.9
 # us), 4 slots within 5% of 2; at 64/8/L8/D128 2 slots within 1-3% (faster in three protocols); at 32/8/L8/D128 2
-# slots equal within the processes' noise (eval8 112.1 against 112.3 us in R2, 111.3 against 106.9 in R1;
-# pipelined1 78.7 against 85.1 and 90.5 against 96.2), where the two computing SIMD groups, not the loads, set the
+# slots equal within the processes' noise (eval8 112.1 against 112.3 us and 111.3 against 106.9; pipelined1 78.7
+# against 85.1 and 90.5 against 96.2), where the two computing SIMD groups, not the loads, set the
 # pace; 3 or 4 slots lost 8-18% there: 83 KiB or more of shared memory per threadgroup leaves 2 resident per SM
 # instead of 3 (67.5 KiB each at 2 slots; 168 registers x 128 threads, ncu's figure for MLX's build, fit 3).
 RING_SLOTS = 2
@@ -767,8 +655,8 @@ RING_BUFFERS_SOURCE = """
 """
 
 # The ring partial's stagers. With registers, a stager's block is in flight only between its loads and its stores,
-# one block per threadgroup: on the H200, 3 threadgroups x 16 KiB per SM over a ~2.6 us step is ~2.4 TB/s (session
-# 9). cp.async copies hold no register, so each stager keeps RING - 1 blocks ahead of the one it converts: step `it`
+# one block per threadgroup: on the H200, 3 threadgroups x 16 KiB per SM over a ~2.6 us step is ~2.4 TB/s (against
+# 3.9-4.2 TB/s for a kernel that only streams K/V). cp.async copies hold no register, so each stager keeps RING - 1 blocks ahead of the one it converts: step `it`
 # issues block it + RING - 1 into slot (it + RING - 1) % RING (the slot of block it - 1, which this same thread
 # converted at the previous step: a stager reads back only its own copies, so no barrier guards the ring), waits for
 # block it (async_copy_wait: all but the RING - 1 newest groups), converts its chunks to half in buffer it % STAGES
@@ -935,9 +823,9 @@ def block_keys(d: int) -> int:
 
 def tiles_per_simdgroup(nq: int, d: int) -> int:
     """8-row query tiles per SIMD group: ``TILES_PER_SIMDGROUP`` when there is more than one tile and D <=
-    ``PAIR_MAX_HEAD_DIM``, else 1. At NQ = 32 one tile per SIMD group (all four computing) was tried in session 5:
-    ncu had its partial 6% slower (171 against 161 us) and the pipelined call 0.093 against 0.088 ms, though eval8
-    timings, host noise included, had favoured it; module docstring."""
+    ``PAIR_MAX_HEAD_DIM``, else 1. At NQ = 32 one tile per SIMD group (all four computing) is slower on
+    the H200: ncu had its partial 6% slower (171 against 161 us) and the pipelined call 0.093 against 0.088 ms, though
+    eval8 timings, host noise included, had favoured it; module docstring."""
     return TILES_PER_SIMDGROUP if nq > 8 and d <= PAIR_MAX_HEAD_DIM else 1
 
 
@@ -963,8 +851,8 @@ def pipeline_stages(nq: int, d: int, arm: str) -> int:
 
     With two, SIMD groups of their own stage block i + 1 while the tiles compute block i, so the tiles neither
     issue the staging nor wait for its loads (ncu on the H200, one stage, 32/8/L8/D128: the staging was 55% of the
-    instructions and the SIMD groups past the tiles spent most of their time at the barrier after the products,
-    ``perf/runs/2026-11-30-h200-session6/callE1``). The blocks and every product are the same: only the schedule
+    instructions and the SIMD groups past the tiles spent most of their time at the barrier after the products;
+    ncu 164 -> 125 us with two stages). The blocks and every product are the same: only the schedule
     differs, so the results are bit-identical to one stage."""
     nq, d = check_int("nq", nq, minimum=1), check_int("d", d, minimum=1)
     return 2 if check_choice("arm", arm, ARMS) == "cuda" and _two_stages_fit(nq, d) else 1
@@ -1099,7 +987,7 @@ def pack_parts(opart: mx.array, mpart: mx.array, lpart: mx.array) -> mx.array:
     one row per split: O as [S, KVH, NQ, D], then m, then l, each [S, KVH, NQ] (cell c = (s * KVH + hk) * NQ + row:
     O at c * D, m at cells * D + c, l at cells * (D + 1) + c, cells = S * KVH * NQ). The first dim tells the merge
     the split count; O's rows stay 16-byte aligned for its vector loads. One output instead of three saves MLX's
-    host ~4.5 us per call (session 13, U4)."""
+    host ~4.5 us per call on the H200 (each output of a custom kernel costs it ~1.5-3 us)."""
     for name, x in (("opart", opart), ("mpart", mpart), ("lpart", lpart)):
         if not isinstance(x, mx.array) or x.dtype != mx.float32:
             raise TypeError(f"{name} must be a float32 mx.array, got {getattr(x, 'dtype', type(x).__name__)}")
@@ -1168,7 +1056,7 @@ def _compiled_call(arm: str, scale: float, splits: int, signature: tuple):
 def _kernel_call(arm: str, scale: float, splits: int, q: mx.array, keys: mx.array, values: mx.array) -> mx.array:
     """The compiled arm's call, as ``_compiled_call`` traces it: two kernels and nothing else per call. q goes to
     the partial as given (its body reads ``q_strides``) and the partial's one output to the merge: every extra node
-    or output costs the host time per call (session 13: U2, U4)."""
+    or output costs the host time per call (on the H200 ~1.5-3 us per output; a copy of a transposed q ~8 us)."""
     nq, d = q.shape[1] // keys.shape[1] * q.shape[2], q.shape[3]
     stages = pipeline_stages(nq, d, arm)
     ring = ring_slots(nq, d, q.dtype, arm)

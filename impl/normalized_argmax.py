@@ -43,19 +43,18 @@ order, ``UNROLL`` of them per round so their loads are in flight together.
   first one. Every other thread answers nothing; the threadgroup takes the
   lowest id (SIMD min, then threadgroup memory). A row whose best score is not
   above -inf (every score NaN or -inf: a non-finite lse) writes 0.
-* Why raw logits: the previous scan rounded every column's score (a float32
-  subtraction, a conversion to T and back) and kept 8 chunks per thread in
-  flight, which took 47 registers: one 1024-thread block per SM. This one
+* Why raw logits: a scan that rounds every column's score (a float32
+  subtraction, a conversion to T and back) with 8 chunks per thread in
+  flight takes 47 registers: one 1024-thread block per SM. This one
   takes 32 at ``UNROLL`` = 4 (``impl/kernels/test_cuda_compile.py`` checks it
   with ptxas), so two blocks share an SM and the calls of a round, which MLX's
-  graph may run side by side, overlap. On the H200 at 64 x 151936 bf16
-  (``perf/runs/2026-11-30-h200-session12/``), interleaved in one process: as
-  bare compiled calls (``callT5``) 41.5 -> 35.8 us per call in eval8, 1.53x ->
-  1.78x the native ops; through the public wrapper (``callT8``, two
+  graph may run side by side, overlap. On the H200 at 64 x 151936 bf16,
+  interleaved in one process: as bare compiled calls 41.5 -> 35.8 us per call
+  in eval8, 1.53x -> 1.78x the native ops; through the public wrapper (two
   processes) 51.6 / 53.0 -> 48.1 / 47.8 us, 1.37x / 1.38x -> 1.47x / 1.53x.
   Pipelined8, eval1 and pipelined1 within noise: there the host's share of a
   call decides. 8 chunks per thread without the rounding (54 registers)
-  measured as the committed scan.
+  measured as the rounding scan.
 * The fused variant (CUDA, ``FUSED``; the cuda arm's call): one launch
   instead of two. Its scan computes the row's lse itself, as MLX's own CUDA
   logsumexp does, bit for bit: one threadgroup of ``lse_threads(V)`` threads
@@ -73,14 +72,14 @@ order, ``UNROLL`` of them per round so their loads are in flight together.
   ``FUSED_LSE``, the same source with the lse stored as a second output,
   against ``mx.logsumexp``, bit for bit; and the ids of ``FUSED``, the call's
   instantiation without that store, against ``FUSED_LSE``'s and the two
-  launches'). Until session 14 the call's own kernel wrote the lse too, for
-  the gate alone. On the H200
-  (``perf/runs/2026-11-30-h200-session12/callT9``, two processes, bare
-  compiled calls): 41.4 / 35.7 us eval8 against the two launches' 46.3 /
-  39.9, 1.78x / 1.88x the native ops against 1.59x / 1.68x; the other
-  protocols within noise. A first form that scanned the whole row again
-  (from L2) instead of the candidate phase, 48 registers, was no faster than
-  two launches (``callT1``-``callT3``; ``fused_source.py`` there). Metal keeps
+  launches'). The call's kernel does not store the lse: an output costs the
+  H200's host ~1.5-3 us per call (35.3 against 37.8 us eval8 with the store).
+  On the H200 (two processes, bare compiled calls): 41.4 / 35.7 us eval8
+  against the two launches' 46.3 / 39.9, 1.78x / 1.88x the native ops
+  against 1.59x / 1.68x; the other protocols within noise. A form that
+  scanned the whole row again (from L2) instead of the candidate phase, 48
+  registers, was no faster than two launches (45.1 / 24.4 against 42.7 /
+  23.0 us eval8 / pipelined8). Metal keeps
   two launches: its logsumexp runs another order, and no Apple GPU was at
   hand to mirror it.
 * The score is ``float(T(logit - lse))`` with the difference taken in float32:
@@ -127,10 +126,8 @@ alignment); ``properties/test_normalized_argmax_props.py`` holds the same over
 Hypothesis-drawn batches (ties, NaN, infinities, edges);
 ``test_fused_variant_shifts_by_mlx_logsumexp`` (CUDA) holds the fused
 variant's lse bit-exact to ``mx.logsumexp`` and its ids equal to the two
-launches'. The seed kernel's
-CUDA record on an NVIDIA H200: ``reports/runs/2026-11-29-h200-cuda/`` (native
-argmax on CUDA lets NaN win exactly as on the CPU); this scan's:
-``reports/runs/2026-11-30-h200-issue10-pass12/``.
+launches'. The CUDA record on an NVIDIA H200: ``records/h200-cuda/`` (native
+argmax on CUDA lets NaN win exactly as on the CPU).
 """
 
 from __future__ import annotations
@@ -294,7 +291,7 @@ FUSED_SOURCE = ROW_PROLOGUE + FUSED_SCAN + CANDIDATES
 
 # CUDA only: its lse is MLX's CUDA logsumexp (Metal's runs another order) and it uses CUDA's intrinsics. Two
 # instantiations of the one source, which differ only in the store of the lse: ``FUSED`` (the call's: ids only; an
-# output costs MLX's host ~1.5-3 us per call, session 13's U4) and ``FUSED_LSE`` (ids and the lse it shifted by, as a
+# output costs MLX's host ~1.5-3 us per call on the H200) and ``FUSED_LSE`` (ids and the lse it shifted by, as a
 # second output: what the gate checks bit for bit against ``mx.logsumexp``; the gate also checks that both give the
 # same ids).
 FUSED = KernelSpec("normalized_argmax_fused", ("logits",), ("out",), FUSED_SOURCE.replace("STORE_LSE\n", ""),

@@ -48,7 +48,7 @@ the V accumulation by shuffle (with LPR 16 each half accumulates its tokens; the
 at the end). Quantized pools dequantize on load: ``InT(scale * code + bias)`` rounded to the pool
 dtype, then widened. The SIMD groups combine in threadgroup memory, rescaled to their common
 max, and the partial writes its one output, ``parts``: per (query row, partition) a row of Dv
-values, then the partition's max and sum (``partial_shape``; two outputs until session 14: MLX's
+values, then the partition's max and sum (``partial_shape``; one output rather than two: MLX's
 host pays ~1.5-3 us per output per call on the H200). Merge pass: per output element, rescale
 each partition by ``exp(max_p - max)`` and divide the summed values by the summed normalizers,
 cast to q's dtype. An empty partition (rows of the
@@ -81,9 +81,8 @@ those with TF32 inputs (seen on the H200: a one-token output, which is V itself,
 Every multiply-add in the bodies is an explicit ``fma``: NVRTC contracts a separate multiply
 and add at its discretion (``-fmad=true``), and on the H200 it evidently did so differently in
 two template instances, which broke the bit-exact "row i of an n-row call equals a one-row
-call" property in float32 (``reports/runs/2026-11-29-h200-issue10/``). With nothing left to
-contract, every instance rounds the same way (the property passed on the H200 afterwards:
-``reports/runs/2026-11-29-h200-issue10-pass3/``).
+call" property in float32. With nothing left to contract, every instance rounds the same way
+(the property holds on the H200: ``records/h200-cuda/``).
 
 The seed's body (one SIMD group per query head, row and 64-token partition) ran at 0.20 /
 0.76 TB/s on the H200 where this one runs at the figures of ``perf/RESULTS.md``.
@@ -95,7 +94,7 @@ pools against the oracle on the dequantized K/V and against
 ``paged_attention_gather``); ``properties/test_paged_attention_props.py``
 (Hypothesis: head layouts, head dims, block sizes, lengths across block and
 partition edges, permuted tables, NaN-poisoned unused slots, KV4/KV8). The
-CUDA arm's record on an NVIDIA H200: ``reports/runs/2026-11-29-h200-cuda/``.
+CUDA arm's record on an NVIDIA H200: ``records/h200-cuda/``.
 """
 
 from __future__ import annotations
@@ -151,9 +150,8 @@ SIMD = 32
 SIMDGROUPS = 4  # SIMD groups per partial threadgroup: four 8-token batches in flight per round
 # Tokens a SIMD group takes per step (a power of two dividing 32). 16 doubles the bytes each memory
 # wait brings but needs 211-255 registers (nvcc -Xptxas -v) against 128-168, and quantized pools
-# then use a stack frame: on the H200 it lost at every shape (perf/runs/2026-11-29-h200-session3/).
-# With the 16-bit word loads (fewer registers) it lost again: 32/8/D128/N32k 0.123 against 0.100 ms,
-# 16/8/D256/N128k 0.293 against 0.281 (perf/runs/2026-11-30-h200-session4/callB1/explore_b.txt).
+# then use a stack frame: on the H200 it loses at every shape, with the 16-bit word loads too:
+# 32/8/D128/N32k 0.123 against 0.100 ms, 16/8/D256/N128k 0.293 against 0.281.
 BATCH_TOKENS = 8
 # Lanes that read one K/V row of a plain pool (template LPR): 32 (a SIMD group per token) or 16 (half
 # of one: a load instruction of the SIMD group brings two tokens' rows, and the score's reduction
@@ -161,8 +159,7 @@ BATCH_TOKENS = 8
 # bytes (16 lanes x one 16-byte load: a bf16/f16 D128 row), else 32. Quantized pools always use 32.
 # 32 by default: at 32/8/D128 bf16 (4 rows per threadgroup) 16 lanes per row need 155 registers
 # against 119 (nvcc 13 -Xptxas -v, sm_90), 3 threadgroups per H200 SM instead of 4, for ~10% fewer
-# instructions per batch (PTX count). Measured on the H200 (perf/runs/2026-11-30-h200-session4/callA/
-# paged_wide.txt, ms per call): 32/8/D128/N32k 32 lanes 0.108, 16 lanes 0.116, None 0.115; 16/8/D256/N128k
+# instructions per batch (PTX count). Measured on the H200 (ms per call): 32/8/D128/N32k 32 lanes 0.108, 16 lanes 0.116, None 0.115; 16/8/D256/N128k
 # 32 lanes 0.286, 16 lanes 0.326. Change with ``set_lane_map``.
 LANES_PER_ROW: int | None = SIMD
 HALF_ROW_BYTES = 256
@@ -174,14 +171,14 @@ PARTITION_QUANTUM = 64  # partitions are whole multiples of this many tokens
 # Partitions are sized so that a launch has about this many threadgroups (plain pools). An NVIDIA H200 has 132
 # SMs and holds 3-4 of these 128-thread groups per SM (136-168 registers per thread, nvcc -Xptxas -v), so 512 is
 # 1-1.3 waves. Measured on the H200 with each call of a round on its own cache and with one call per round
-# (perf/runs/2026-11-30-h200-session9/callH5, us per call, 512 against 1024 threadgroups): 32/8/D128/N32k eval8
+# (us per call, 512 against 1024 threadgroups): 32/8/D128/N32k eval8
 # 108.9 / 107.5, alone (pipelined1) 64.7 / 76.5; 16/8/D256/N128k 281.1 / 287.6 and 254.2 / 267.7; 32/8/D128/N128k
 # 221.1 / 217.6 and 189.1 / 201.3; 8/1/D128/N32k 65.6 / 71.4 and 59.0 / 59.5: equal with 8 calls per round, 5-15%
-# faster alone. (The first sweep, perf/runs/2026-11-29-h200-issue10/sweep*.txt, had 512-2048 within +-10% with
-# 8 calls on one cache; such calls share K/V in the L2, see perf.cases.)
+# faster alone. (With 8 calls on one cache, 512-2048 are within +-10%: such calls share K/V in the L2, see
+# perf.cases.)
 TARGET_THREADGROUPS = 512
 # Affine (KV4 / KV8) pools and kvq4's layout keep 1024 threadgroups, in partitions of at least 512 tokens. H200
-# (callH6, H5; us per call, eval8 / alone): KV4 16/8/D256/N128k at 1024 threadgroups 379 / 341 against 386 / 376 at
+# (us per call, eval8 / alone): KV4 16/8/D256/N128k at 1024 threadgroups 379 / 341 against 386 / 376 at
 # 512 (KV8 501 / 496 against 525 / 595), while at 32/8/D128/N32k, where 1024 threadgroups mean 256-token
 # partitions, 512 tokens won (KV4 128.7 / 87.7 against 143.6 / 87.7; KV8 169.5 / 110.9 against 171.8 / 121.6),
 # and kvq4 took 93.7 / 68.9 at 8/1/N32k with 512 tokens against 114.5 / 85.1 with 64 (its 1024 threadgroups).
@@ -889,7 +886,7 @@ def partial_shape(hq: int, n: int, partitions: int, dv: int) -> tuple[int, int, 
     unnormalized values (``dv``), then its max, then its sum of ``exp(score - max)``. Row (h, i, p) is at
     ``((h * n + i) * count + p) * (dv + 2)``, ``count`` the partitions the call has (the buffer holds
     ``partitions`` >= count, a power of two: ``_partial_shape``). One output instead of two (values, then
-    [max, sum]) saves MLX's host ~3 us per call on the H200 (an output costs ~1.5-3 us: session 13, U4)."""
+    [max, sum]) saves MLX's host ~3 us per call on the H200 (an output costs ~1.5-3 us)."""
     return (check_int("hq", hq, minimum=1), check_int("n", n, minimum=1),
             check_int("partitions", partitions, minimum=1), check_int("dv", dv, minimum=1) + 2)
 

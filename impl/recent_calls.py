@@ -2,7 +2,7 @@
 
 A decode step calls each kernel once per layer with the same shapes, dtypes and scalars, and the
 checks (shapes, dtypes, ranges, in Python) cost the H200's host 6-12 us per call: a tenth of a
-D128 call in perf's protocol (``perf/RESULTS.md``, seventh pass). So a public function builds a key
+D128 call in perf's protocol (``perf/RESULTS.md``). So a public function builds a key
 of everything its checks read (``array_key`` of each array, each scalar with its type, so ``True``
 never passes for ``1``) and keeps what the checks led to (the compiled call, its device scalars):
 equal keys validate the same way, so a hit may skip them. A key that cannot be built (an argument

@@ -33,6 +33,7 @@ PLATFORMS = {
     "macos-hosted": ("cpu", None, "macos-15", "allow-unavailable"),
     "macos-metal": ("gpu", None, ["self-hosted", "macOS", "ARM64"], "strict"),
     "cuda": ("gpu", "cuda", ["self-hosted", "linux", "x64", "cuda"], None),
+    "deps-newest": ("cpu", None, "ubuntu-24.04", None),
 }
 # A make variable's value: quoted, a GitHub expression (`${{ matrix.shard }}`), or a word.
 VALUE = r"""(?:"[^"]*"|'[^']*'|\$\{\{[^}]*\}\}\S*|\S+)"""
@@ -65,6 +66,11 @@ def readme_options() -> set[str]:
     return {name for span in spans for name in re.findall(r"\b([A-Z][A-Z0-9_]*)=", span)}
 
 
+def gate_workflows() -> list[str]:
+    """The workflows with a gate job (deps-newest runs only the tests)."""
+    return [name for name in PLATFORMS if "gate" in load(name)["jobs"]]
+
+
 def jobs() -> list[tuple[str, str, dict]]:
     return [(name, job_name, job) for name in PLATFORMS for job_name, job in load(name)["jobs"].items()]
 
@@ -95,7 +101,7 @@ def uses(step: dict, action: str) -> bool:
 
 def test_readme_states_the_commands_and_options():
     assert readme_targets() == {"gate", "test"}
-    assert {"DEVICE", "PROFILE", "ARGS", "WORKERS", "EXTRAS", "COMPARE", "SHARD_ID", "NUM_SHARDS"} <= readme_options()
+    assert {"DEVICE", "PROFILE", "ARGS", "WORKERS", "EXTRAS", "COMPARE", "SHARD_ID", "NUM_SHARDS", "DEPS", "K"} <= readme_options()
     assert set(PLATFORMS) == {p.stem for p in WORKFLOWS.glob("*.yml")}
     for name in PLATFORMS:
         assert f"`{name}.yml`" in README.split("## CI workflows", 1)[1], f"README's CI section omits {name}.yml"
@@ -152,7 +158,7 @@ def test_metal_canary_runs_first_where_the_platform_is_a_mac(name, job_name, job
 # --- comparison with the base branch, artifacts, Hypothesis database, shards ---------
 
 
-@pytest.mark.parametrize("name", PLATFORMS)
+@pytest.mark.parametrize("name", gate_workflows())
 def test_gate_job_compares_with_the_base_branch_on_pull_requests(name):
     job = load(name)["jobs"]["gate"]
     base = step_index(job, lambda s: "ci-base-results.sh" in s.get("run", ""))
@@ -208,6 +214,20 @@ def test_test_job_shards_by_its_matrix(name):
     ((_, variables),) = [call for script in run_scripts(job) for call in make_calls(script) if call[0] == "test"]
     assert variables["SHARD_ID"] == "${{ matrix.shard }}"
     assert variables["NUM_SHARDS"] == "${{ matrix.num_shards }}"
+
+
+def test_deps_newest_runs_weekly_and_on_dependency_changes():
+    workflow = load("deps-newest")
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
+    assert len(triggers["schedule"]) == 1 and len(triggers["schedule"][0]["cron"].split()) == 5
+    assert triggers["schedule"][0]["cron"].split()[2:4] == ["*", "*"]  # every week, not one day of the month
+    assert {"pyproject.toml", "locks/**"} <= set(triggers["pull_request"]["paths"])
+    calls = [call for _, job in workflow["jobs"].items() for script in run_scripts(job) for call in make_calls(script)]
+    assert calls and all(variables.get("DEPS") == "newest" for _, variables in calls), calls
+    # every other workflow runs the locked versions (no DEPS=newest there)
+    for name in set(PLATFORMS) - {"deps-newest"}:
+        assert all("DEPS" not in variables for _, _, job in [(name, None, j) for j in load(name)["jobs"].values()]
+                   for script in run_scripts(job) for _, variables in make_calls(script)), name
 
 
 # --- make ci: what linux-cpu runs ------------------------------------------------------

@@ -282,9 +282,9 @@ CATALOG: tuple[Mutant, ...] = (
         "normalized_argmax",
         (body(ARGMAX, "      normalizer = normalizer * __expf(prevmax - maxval);\n", ""),),
         # Not V = 4100: its second round is thread 0's alone, so one thread's partial sum of 1024 is off, below a
-        # bfloat16 lse's rounding (it survived there on the H200, session 12 T10). At 8 and 38 rounds the max moves
-        # in most threads: a NumPy model of the online sum puts the mutant's lse 1.1-2.6 off on 54-56 of 62 rows
-        # (perf/runs/2026-11-30-h200-session12/rescale_model.py).
+        # bfloat16 lse's rounding (the mutant survived the cuda arm there on the H200). At 8 and 38 rounds the max
+        # moves in most threads: a NumPy model of the online sum puts the mutant's lse 1.1-2.6 off on 54-56 of 62
+        # rows, and the cuda arm kills it at V = 32000 (records/h200-cuda/mutants/argmax.txt).
         (FUSED_GATE % "bfloat16-32000", FUSED_GATE % "float32-151936"),
         arms=("cuda",)),
     Mutant(

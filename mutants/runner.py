@@ -224,7 +224,7 @@ def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable
                      seconds, text)
 
 
-LIVE: set = set()  # inner pytest processes running now (their own sessions: a signal to us does not reach them)
+LIVE: set = set()  # inner pytest processes running now (started with setsid: a signal to our group does not reach them)
 
 
 def stop_live_runs() -> None:

@@ -241,12 +241,14 @@ def test_model_is_peaked(gate, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cpu_sdpa_is_the_unfused_graph(gate, dtype):
-    """On the CPU, MLX 0.32's SDPA equals scores -> softmax(precise) -> @ V, each in the input dtype.
+    """On the CPU, MLX 0.32's SDPA equals scores -> softmax(precise) -> @ V, each in the input dtype: recorded.
 
     So the dense bfloat16 reference rounds scores and probabilities to
     bfloat16 too, while the direct kernel keeps them in float32: in bfloat16
     the two differ by a few roundings on some elements (what the rounding
-    probe's one-ULP-everywhere perturbation stands for).
+    probe's one-ULP-everywhere perturbation stands for). That explains the
+    measured KL; no limit depends on it (they come from probes of this model),
+    so an MLX whose CPU SDPA is fused (or otherwise rounded) is recorded, not failed.
     """
     if arm_registry.current_device_name() != "cpu":
         pytest.skip("a fact about MLX's CPU backend; this run uses the GPU")
@@ -260,8 +262,14 @@ def test_cpu_sdpa_is_the_unfused_graph(gate, dtype):
     fused = mx.fast.scaled_dot_product_attention(q, k, v, scale=m.scale)
     scores = (q * mx.array(m.scale, m.dtype)) @ mx.repeat(k, group, axis=1).swapaxes(-1, -2)
     graph = mx.softmax(scores, axis=-1, precise=True) @ mx.repeat(v, group, axis=1)
-    gate.bit_exact(fused, graph, kernel=KERNEL, case="sdpa-cpu",
-                   what="mx.fast.scaled_dot_product_attention vs its unfused graph in the input dtype")
+    a, b = metrics.to_numpy(fused), metrics.to_numpy(graph)
+    bytes_a, bytes_b = (np.ascontiguousarray(x).view(np.uint8).reshape(x.shape + (-1,)) for x in (a, b))
+    differ = int(np.count_nonzero(np.any(bytes_a != bytes_b, axis=-1)))
+    gate.finding(f"MLX CPU SDPA ({dtype}) " + ("equals its unfused graph in the input dtype, bit for bit" if not differ
+                                              else "differs from its unfused graph in the input dtype"),
+                 {"mlx": mx.__version__, "elements differing": differ, "elements": int(a.size),
+                  "max |fused - graph|": float(np.max(np.abs(metrics.as_f64(a) - metrics.as_f64(b)))),
+                  "graph": "softmax(q * scale @ k^T, precise=True) @ v, each op in the input dtype"}, kernel=KERNEL)
 
 
 # --- gather: bit-exact ------------------------------------------------------

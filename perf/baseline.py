@@ -42,9 +42,8 @@ stored and the error names the disagreement: the same device key, settings
 (suite, rounds, warm-up, batch, protocol, inputs, floor), MLX version and git commit (where both
 recorded one), the same cases with the same description (benchmark, kernel,
 arm, shape, dtype, bytes, flops), and no process twice (identical samples).
-An entry without ``process_samples_s`` (a single run, like the H200 baseline
-of 2026-11-29) is one process (``baseline_processes``), judged exactly as
-before.
+An entry without ``process_samples_s`` (a single run's document) is one
+process (``baseline_processes``), judged by the single-process rule.
 
 Updating is explicit (``make perf-baseline`` or ``update``); nothing else writes
 a baseline. The write is atomic: the document is validated first, written to a

@@ -1,8 +1,8 @@
 """Interleaved A/B: several variants of one call, timed block by block in one process.
 
-Pools of separate processes an hour apart move more than the changes they should judge. perf/RESULTS.md, tenth pass:
-normalized argmax, unchanged since pass 7, took 0.036 / 0.042 / 0.046 ms in three pools, while multi-query's ring
-partial was 8-12% faster than two stages at D256 interleaved in one process and invisible pool to pool. So a change
+Pools of separate processes an hour apart move more than the changes they should judge: on the H200 normalized
+argmax, unchanged, took 0.036 / 0.042 / 0.046 ms in three pools, while multi-query's ring partial was 8-12% faster
+than two stages at D256 interleaved in one process and invisible pool to pool (``perf/RESULTS.md``). So a change
 is judged here: every block times every variant under every protocol once, in turn, and a variant's figure is the
 median over blocks of its block medians. A drift of the host or the device during the run then falls on all
 variants alike. (The pooled baseline stays what the regression gate compares against: ``perf.baseline``.)
@@ -13,12 +13,10 @@ variants alike. (The pooled baseline stays what the regression gate compares aga
 
 * A variant is a launch as ``perf.harness`` has it: a call that builds its MLX outputs and returns them.
 * ``in_turn(sets, call_of)`` is a launch that takes the input sets in turn (``perf.cases`` builds a group's sets:
-  with one set, a round's concurrent calls share their K / V in the GPU's L2; ninth pass).
+  with one set, a round's concurrent calls share their K / V in the GPU's L2).
 * Protocols are ``eval<B>`` (``perf.harness.batched``: B launches, one ``mx.eval``) and ``pipelined<B>``
-  (``perf.harness.Pipelined``: B launches submitted, the previous round awaited). The default set is the four the
-  sweeps of sessions 9 and 10 used: 8 calls per round as perf runs them, and one, as a decode step's calls run alone.
-
-The session-9 and session-10 probes under ``perf/runs/`` each carried a copy of this loop (kept as they ran).
+  (``perf.harness.Pipelined``: B launches submitted, the previous round awaited). The default set is four: 8 calls
+  per round as perf runs them, and one, as a decode step's calls run alone.
 """
 
 from __future__ import annotations

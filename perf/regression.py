@@ -95,7 +95,7 @@ Calibration on recorded samples: ``perf/tests/test_regression.py``, and
 ``python -m perf.regression BASELINE.json CALIBRATION.json`` prints it for any
 recorded pair (a baseline and the calibration file of a later ``perf.run
 --gate --calibration`` process). On the H200 (3 pooled processes and a 4th,
-``perf/runs/2026-11-29-h200-pooled``): each process against the pool of the
+``records/h200-calibration/pooled``): each process against the pool of the
 other 3 flags 0 of 28 gated cases, where the one-process rule on the same
 processes flags 15 times over their 12 ordered pairs.
 """

@@ -35,9 +35,8 @@
 * ``--calibration CAL.json``: after each shape, every case is timed again
   (``a2``, an unchanged kernel: an A/A pair with the first pass ``a1``) and once
   more slowed by 20% (``slowed``: each round's wait followed by a busy wait of
-  0.2 x a1's median x the calls per round). The H200 run folders hold such files
-  (``perf/runs/2026-11-29-h200-pooled/gate-run/calibration.json``); the gate's
-  calibration tests replay them.
+  0.2 x a1's median x the calls per round). ``records/h200-calibration/`` holds
+  such files from the H200; the gate's calibration tests replay them.
 * Rounds: ``SETTINGS`` per suite (rounds, warm-up rounds, calls per round);
   a timed round is that many calls then one wait (``perf.harness.batched``),
   and a sample is the round's time / calls.
@@ -51,12 +50,12 @@
   their threadgroups fill the GPU for each other; a decode step's layers call a kernel
   one after another, each call filling the GPU alone. Check a split or partition default
   with one call per round as well: on the H200, 8-16 multi-query splits won with 8 calls
-  per round and lost 1.3-2.5x with one (``perf/runs/2026-11-30-h200-session8/callG8``).
+  per round and lost 1.3-2.5x with one.
 * ``--inputs``: ``distinct`` (the default) gives each call of a round its own input set
   (``perf.cases``: up to ``batch`` sets, within a quarter of the device's memory), as a
-  decode step's layers read different caches; ``shared`` runs every call on one set, as
-  runs before 2026-11-30 (session 9) did: a round's concurrent calls then share K/V in the
-  GPU's cache (``perf.cases`` has the H200 figures). With one call per round there is one
+  decode step's layers read different caches; ``shared`` runs every call on one set, so
+  a round's concurrent calls share K/V in the GPU's cache (``perf.cases`` has the H200
+  figures). With one call per round there is one
   set either way, recorded as ``shared``. A baseline is compared only with runs of its own
   setting (absent in a document: ``shared``).
 """

@@ -125,7 +125,13 @@ def test_views_hold_their_own_block_table_and_length():
 
 
 def test_mlx_in_place_assignment_rewrites_the_array_for_every_holder(gate):
-    """The MLX fact that makes functional updates necessary, recorded as a finding."""
+    """The MLX fact that makes functional updates necessary, recorded as a finding.
+
+    The project does not rely on what ``a[i] = x`` does (impl/kv never assigns into a subscript:
+    ``test_impl_kv_never_assigns_into_a_subscript``), so that is recorded, not asserted. What it does rely on is
+    asserted: ``mx.slice_update`` and ``mx.concatenate`` leave their inputs unchanged, so an array a view or clone
+    holds is a snapshot (impl/kv/pool.py, dense.py; this module's tests).
+    """
     pool_keys = mx.zeros((4,))
     mx.eval(pool_keys)
     same_object, copied, sliced = pool_keys, mx.array(pool_keys), pool_keys[:2]
@@ -134,11 +140,31 @@ def test_mlx_in_place_assignment_rewrites_the_array_for_every_holder(gate):
     evidence = {"same_object_after": same_object.tolist(), "mx_array_copy_after": copied.tolist(),
                 "slice_taken_before_after": sliced.tolist(), "slice_update_result": functional.tolist(),
                 "mlx": mx.__version__}
-    gate.finding("In-place `a[i] = x` rewrites the mx.array object for every Python holder; mx.array(a) copies, "
-                 "earlier slices and mx.slice_update results keep the old data", evidence, kernel="paged_kv")
-    assert evidence["same_object_after"] == [5.0, 0.0, 0.0, 0.0]
-    assert evidence["mx_array_copy_after"] == [0.0] * 4 and evidence["slice_taken_before_after"] == [0.0, 0.0]
-    assert evidence["slice_update_result"] == [0.0, 9.0, 0.0, 0.0]
+    # MLX 0.32.4: in place for every holder of the object; copies, earlier slices and (lazy) functional results
+    # taken before the write keep the old data.
+    seen = {"rewrites the object for every holder": evidence["same_object_after"] == [5.0, 0.0, 0.0, 0.0],
+            "mx.array(a) copies": evidence["mx_array_copy_after"] == [0.0] * 4,
+            "earlier slices keep the old data": evidence["slice_taken_before_after"] == [0.0, 0.0],
+            "mx.slice_update results keep the old data": evidence["slice_update_result"] == [0.0, 9.0, 0.0, 0.0]}
+    title = ("In-place `a[i] = x` rewrites the mx.array object for every Python holder; mx.array(a) copies, "
+             "earlier slices and mx.slice_update results keep the old data" if all(seen.values()) else
+             "In-place `a[i] = x` on this MLX: " + "; ".join(f"{'' if ok else 'NOT: '}{what}"
+                                                             for what, ok in seen.items()))
+    gate.finding(title, {**evidence, "seen": seen}, kernel="paged_kv")
+
+    # What the caches rely on: a functional update never writes into its input.
+    held = mx.zeros((4,))
+    mx.eval(held)
+    updated = mx.slice_update(held, mx.array([9.0]), mx.array([1]), axes=(0,))
+    grown = mx.concatenate([held, mx.ones((2,))])
+    mx.eval(updated, grown)
+    relied = (f"MLX {mx.__version__} changed a functional update: impl/kv's pools and dense cache replace their "
+              f"arrays with mx.slice_update / mx.concatenate and views, clones and extracted rows hold the old arrays "
+              f"as snapshots (impl/kv/view.py), which would then change under them")
+    assert held.tolist() == [0.0] * 4, \
+        f"mx.slice_update / mx.concatenate wrote into its input: {held.tolist()}. {relied}"
+    assert updated.tolist() == [0.0, 9.0, 0.0, 0.0] and grown.tolist() == [0.0] * 4 + [1.0, 1.0], \
+        f"slice_update gave {updated.tolist()}, concatenate {grown.tolist()}. {relied}"
 
 
 def test_impl_kv_never_assigns_into_a_subscript():

@@ -178,10 +178,12 @@ def max_abs_error(actual, expected) -> tuple[float, Mismatch | None]:
 def round_once(x, dtype: str) -> np.ndarray:
     """``x`` rounded ONCE (to nearest, ties to even) to ``dtype``, as an array of that dtype.
 
-    Every input is widened to float64 first (exact). NumPy rounds float64 to float32 / float16 correctly, but
-    ``ml_dtypes`` converts float64 to bfloat16 through float32, which rounds twice (``1 + 2**-8 + 2**-30`` becomes
-    1 instead of ``1 + 2**-7``). For bfloat16 the float32 step here rounds to odd instead (truncate, then set the
-    last bit if inexact); 24 >= 8 + 2 bits makes the second rounding exact.
+    Every input is widened to float64 first (exact). NumPy rounds float64 to float32 / float16 correctly; for
+    bfloat16 the result must not depend on how the installed ``ml_dtypes`` casts float64 (releases before 0.7
+    round through float32, twice: ``1 + 2**-8 + 2**-30`` becomes 1 instead of ``1 + 2**-7``; the finding
+    ``test_ml_dtypes_float64_to_bfloat16_cast_is_recorded`` says which this one does). So the float32 step here
+    rounds to odd (truncate, then set the last bit if inexact), and only ml_dtypes' float32 -> bfloat16 cast, round
+    to nearest even in every release, follows: 24 >= 8 + 2 bits makes that second rounding exact.
     """
     _check_float_dtype(dtype)
     np_dtype = _BITS[dtype][0]

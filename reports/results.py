@@ -90,7 +90,7 @@ def is_superseded(gate: dict, falsified: set) -> bool:
 
 
 def totals(records: list[dict]) -> dict[str, Any]:
-    """Counts per section; a section with no records is None ("not run in this session")."""
+    """Counts per section; a section with no records is None (the report says it did not run)."""
     gates = counted_gates(records)
     superseded = len(of_kind(records, "gate")) - len(gates)
     tests = of_kind(records, "test")

@@ -67,8 +67,8 @@ METAL_PRELUDE = ("#ifndef METAL_FUNC\n#define METAL_FUNC inline\n#endif\n"
 
 TemplateArg = int | bool | mx.Dtype
 # The most dynamic shared memory a threadgroup may ask for: an H100 / H200 (sm_90) block's opt-in maximum,
-# 227 KiB (CUDA programming guide, compute capability 9.0), measured to launch on the H200 with MLX 0.32.4
-# (perf/runs/2026-11-30-h200-session8/callG6).
+# 227 KiB (CUDA programming guide, compute capability 9.0): on the H200 with MLX 0.32.4, kernels asking for 16 KiB
+# up to 227 KiB of dynamic shared memory launched and read back correctly.
 MAX_DYNAMIC_SHARED_BYTES = 227 * 1024
 
 

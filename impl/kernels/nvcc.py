@@ -5,8 +5,8 @@ MLX's CUDA headers are not on a CPU machine: ``STANDIN_UTILS`` is the minimal
 stand-in for ``mlx/backend/cuda/device/utils.cuh``: the CUDA includes MLX's
 version makes (cuda_bf16.h, cuda_fp16.h, cuda/std array/limits/tuple) and the
 ``Shape`` / ``Strides`` types the generated signature uses (``cuda::std::array``
-of ``MAX_NDIM`` = 10 int32 / int64), nothing else. The GPU records under
-``reports/runs/`` are where the real headers and NVRTC compile the same units.
+of ``MAX_NDIM`` = 10 int32 / int64), nothing else. On a GPU the real headers and
+NVRTC compile the same units (the H200 record: ``records/h200-cuda/``).
 
 Units are concatenated into one file per batch (a ``#line`` directive before
 each names its kernel in errors; the header guards of
@@ -14,12 +14,13 @@ each names its kernel in errors; the header guards of
 in parallel. Warnings are errors (``--Werror all-warnings``) except the one the
 prelude documents and suppresses (20199-D, ``#pragma clang loop``), so a body
 that compiles only with a new warning fails before a GPU run would. After a
-successful compile every kernel must have its host stub in the object (``nm``),
+successful compile every kernel must be among the entry functions ptxas reports,
 so no unit was silently dropped.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,8 +60,22 @@ def batch_source(launches: list[Launch]) -> tuple[str, list[str]]:
     return "\n".join(units), seen
 
 
-def compile_batches(workdir: Path, batches: dict[str, list[Launch]]) -> list[str]:
-    """Compile each named batch of launches with nvcc in ``workdir``; return one message per failure."""
+# Units per nvcc process: a batch larger than this is split, so one long batch (multi-query's 75 units, ~40 s
+# alone) does not leave the other core idle at the end of a run; each process re-parses the preludes (~1 s).
+UNITS_PER_PROCESS = 32
+ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+REGISTERS = re.compile(r"Used (\d+) registers")
+
+
+def compile_batches(workdir: Path, batches: dict[str, list[Launch]],
+                    registers: dict[str, int] | None = None) -> list[str]:
+    """Compile each named batch of launches with nvcc in ``workdir``; return one message per failure.
+
+    Device code only (``-cubin``), as MLX's NVRTC compiles it: the host pass of ``nvcc -c`` checks nothing a
+    kernel body holds and took 15-55% of the time. ``ptxas -v`` names every entry function it compiled (each
+    unit's kernel must be among them: no unit silently dropped) and its registers per thread, which go into
+    ``registers`` (kernel name -> count) when it is given.
+    """
     if NVCC is None:
         raise RuntimeError(SKIP_REASON)
     device_dir = workdir / "mlx" / "backend" / "cuda" / "device"
@@ -68,21 +83,41 @@ def compile_batches(workdir: Path, batches: dict[str, list[Launch]]) -> list[str
     (device_dir / "utils.cuh").write_text(STANDIN_UTILS)
     jobs = {}
     for name, launches in batches.items():
-        source, kernels = batch_source(launches)
-        path = workdir / f"{name}.cu"
-        path.write_text(source)
-        command = [NVCC, f"-arch={ARCH}", "-std=c++17", "-c", str(path), "-o", str(path.with_suffix(".o")),
-                   f"-I{workdir}", "--Werror", "all-warnings"]
-        jobs[name] = (kernels, path.with_suffix(".o"),
-                      subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        chunks = [launches[i:i + UNITS_PER_PROCESS] for i in range(0, len(launches), UNITS_PER_PROCESS)]
+        for index, chunk in enumerate(chunks):
+            label = name if len(chunks) == 1 else f"{name}.{index}"
+            source, kernels = batch_source(chunk)
+            path = workdir / f"{label}.cu"
+            path.write_text(source)
+            command = [NVCC, f"-arch={ARCH}", "-std=c++17", "-cubin", str(path), "-o", str(path.with_suffix(".cubin")),
+                       f"-I{workdir}", "--Werror", "all-warnings", "-Xptxas", "-v"]
+            jobs[label] = (kernels, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                     text=True))
     failures = []
-    for name, (kernels, obj, process) in jobs.items():
+    for label, (kernels, process) in jobs.items():
         log, _ = process.communicate(timeout=300)
         if process.returncode:
-            failures.append(f"--- {name} ({len(kernels)} kernels) ---\n{log}")
-        elif shutil.which("nm"):
-            symbols = subprocess.run(["nm", str(obj)], capture_output=True, text=True).stdout
-            missing = [k for k in kernels if k not in symbols]
-            if missing:
-                failures.append(f"{name}: kernels missing from the object: {missing}")
+            failures.append(f"--- {label} ({len(kernels)} kernels) ---\n{log}")
+            continue
+        compiled = entry_registers(log)
+        missing = [k for k in kernels if not any(k in entry for entry in compiled)]
+        if missing:
+            failures.append(f"{label}: kernels ptxas did not compile: {missing}")
+        if registers is not None:
+            for kernel in kernels:
+                counts = [n for entry, n in compiled.items() if kernel in entry]
+                if counts:
+                    registers[kernel] = max(counts)
     return failures
+
+
+def entry_registers(log: str) -> dict[str, int]:
+    """``ptxas -v``'s report: entry function (mangled) -> registers per thread."""
+    out, entry = {}, None
+    for line in log.splitlines():
+        if found := ENTRY.search(line):
+            entry = found.group(1)
+        elif entry and (found := REGISTERS.search(line)):
+            out[entry] = int(found.group(1))
+            entry = None
+    return out

@@ -7,7 +7,7 @@ small real arrays; nothing is launched), renders the translation unit
 ``mx.fast.cuda_kernel`` generates for it (``Launch.cuda_source()``:
 MLX's default header, our prelude and header, the signature from the input
 and output names, dtypes and template values, the body) and compiles it with
-``nvcc -arch=sm_90 -c``. A body edit that breaks CUDA fails here. The
+``nvcc -arch=sm_90 -cubin`` (device code, as MLX's NVRTC). A body edit that breaks CUDA fails here. The
 argmax row kernel and its fused variant launch 1024-thread blocks, so their
 register counts (ptxas ``-v``) must also stay within 64 per thread, and within
 32 on the vector path (two blocks per SM).
@@ -20,8 +20,6 @@ nothing is cached.
 from __future__ import annotations
 
 import dataclasses
-import re
-import subprocess
 
 import mlx.core as mx
 import numpy as np
@@ -30,7 +28,7 @@ import pytest
 from impl import normalized_argmax as argmax
 from impl import paged_attention as paged
 from impl.kernels import Launch, cuda_translation_unit
-from impl.kernels.nvcc import ARCH, NVCC, SKIP_REASON, STANDIN_UTILS, compile_batches
+from impl.kernels.nvcc import NVCC, SKIP_REASON, compile_batches
 from properties import strategies as sts
 
 
@@ -120,20 +118,12 @@ def test_argmax_blocks_share_an_sm(tmp_path):
 
 
 def register_counts(workdir, launches: list[Launch]) -> dict[str, int]:
-    """Registers per thread of each launch's kernel, from ``nvcc -Xptxas -v`` on its translation unit."""
-    device_dir = workdir / "mlx" / "backend" / "cuda" / "device"
-    device_dir.mkdir(parents=True, exist_ok=True)
-    (device_dir / "utils.cuh").write_text(STANDIN_UTILS)
-    counts = {}
-    for launch in launches:
-        unit = workdir / f"{launch.cuda_function}.cu"
-        unit.write_text(launch.cuda_source())
-        result = subprocess.run([NVCC, f"-arch={ARCH}", "-std=c++17", "-c", str(unit), "-o", str(unit.with_suffix(".o")),
-                                 f"-I{workdir}", "-Xptxas", "-v"], capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stdout + result.stderr
-        found = re.search(r"Used (\d+) registers", result.stdout + result.stderr)
-        assert found, f"ptxas reported no register count for {launch.cuda_function}"
-        counts[launch.cuda_function] = int(found.group(1))
+    """Registers per thread of each launch's kernel, from ``ptxas -v`` on one batch of their units."""
+    counts: dict[str, int] = {}
+    failures = compile_batches(workdir, {"argmax_registers": launches}, registers=counts)
+    assert not failures, "\n".join(failures)
+    missing = {launch.cuda_function for launch in launches} - counts.keys()
+    assert not missing, f"ptxas reported no register count for {sorted(missing)}"
     return counts
 
 

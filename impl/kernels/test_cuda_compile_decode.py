@@ -7,7 +7,7 @@ real arrays (nothing runs), its translation unit rendered
 (``Launch.cuda_source()``: MLX's default header, the prelude
 ``metal_compat.cuh`` + ``metal_simdgroup.cuh``, the kernel's header, MLX's
 signature and template constants, the body) and compiled with ``nvcc
--arch=sm_90 -c``. Warnings are errors except the one the prelude documents and
+-arch=sm_90 -cubin`` (device code, as MLX's NVRTC). Warnings are errors except the one the prelude documents and
 suppresses (20199-D, ``#pragma clang loop`` in device code): a body that
 compiles only with a new warning fails here, before the GPU run would.
 

@@ -6,12 +6,12 @@ case ``a1`` (its gate pass), ``a2`` (the same call timed again in that process: 
 a1) and ``slowed`` (each call followed by a busy wait of 0.2 x median(a1): a deliberately slowed
 variant). A case then has k + 1 recorded processes: the baseline's k, then a1.
 
-* Pooled, k = 3 (``perf/runs/2026-11-29-h200-pooled``, its README says how it was recorded):
+* Pooled, k = 3 (``records/h200-calibration/pooled``; its README says how it was recorded):
   ``pool/p1-p3.json`` pooled exactly as ``perf/baselines/cuda-NVIDIA_H200.json`` was stored
-  (``pool_documents``, floor 0.25 ms), and ``gate-run/calibration.json``. Read from the run
-  folder, not from ``perf/baselines/``, so that re-baselining the device does not change what
-  these tests replay.
-* One process, k = 1 (``perf/runs/2026-11-29-h200/2-batched``: ``h200.json``, the H200
+  (``pool_documents``, floor 0.25 ms), and ``gate-run/calibration.json``. Read from the
+  record folder, not from ``perf/baselines/``, so that re-baselining the device does not change
+  what these tests replay.
+* One process, k = 1 (``records/h200-calibration/single-process``: ``h200.json``, the H200
   baseline before pooling, and ``calibration.json``): the data that showed why one process is not
   enough.
 
@@ -44,10 +44,10 @@ from perf.baseline import baseline_processes, pool_documents
 from perf.regression import (ALPHA, MIN_EFFECT, SLOWED_DETECTABLE_SPREAD, calibrate, calibration_processes,
                              compare, compare_pooled, judge, min_p_value)
 
-RUNS = Path(__file__).resolve().parents[1] / "runs"
-POOLED_RUN = RUNS / "2026-11-29-h200-pooled"
+RECORDS = Path(__file__).resolve().parents[2] / "records" / "h200-calibration"
+POOLED_RUN = RECORDS / "pooled"
 # The single-process H200 run of 2026-11-29 (the baseline committed that day, before pooling).
-SINGLE_PROCESS_RUN = RUNS / "2026-11-29-h200" / "2-batched"
+SINGLE_PROCESS_RUN = RECORDS / "single-process"
 H200 = "cuda-NVIDIA_H200"
 # The H200's gate floor, 0.25 ms per call, with which both H200 baselines were stored (derivation:
 # perf/RESULTS.md, "The floor").

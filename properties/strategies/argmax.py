@@ -113,8 +113,8 @@ def _row(draw, rng: np.random.Generator, V: int, dtype: str, plants) -> tuple[np
         # third logit can join them). The larger goes to the higher index, so
         # plain argmax(logits) and the lowest-index tie rule disagree.
         # Half the time the two lie within 8 columns (one thread's chunk: the kernel's re-read of an earlier, lower
-        # logit that rounds to the best score); drawn across the whole row, they share a thread in ~4% of batches
-        # (session 15's audit), so a CI run could miss that path.
+        # logit that rounds to the best score); drawn across the whole row, they share a thread in ~4% of batches,
+        # so a CI run could miss that path.
         row = -1.0 - rng.random(V)
         a = draw(st.integers(0, V - 2))
         near = draw(st.booleans())

@@ -23,7 +23,7 @@ __all__ = ["EXP_ULPS", "MERGE_PATTERNS", "merge_ulps", "split_partials"]
 
 MERGE_PATTERNS = ("rising", "falling", "masked", "random")
 # exp's error bound in the merge kernels: Metal's precise exp (4 ulp; CUDA's expf is 2; MLX gives NVRTC no fast-math
-# flag: __logf for logf changed the fused argmax's lse, session 12)
+# flag: __logf for logf changes the fused argmax's lse on the H200)
 EXP_ULPS = 4
 
 

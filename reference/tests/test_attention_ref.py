@@ -8,14 +8,17 @@
   oracle.
 * MLX's ``mx.fast.scaled_dot_product_attention`` on the CPU against the oracle
   under FlashAttention's error-ratio rule (f32/f16/bf16, GQA, masks, L != N,
-  windows as boolean masks, sinks), and MLX's own behaviours where it departs
-  from the default policy, each a named test recording a ``gate.finding``.
+  windows as boolean masks, sinks) on every row with a visible key (or a sink),
+  and MLX's own behaviours where it departs from the default policy (rows
+  without a visible key), each a named test recording a ``gate.finding`` of what
+  the installed MLX does, next to the oracle's policies it checks.
 * Bad input raises ValueError/TypeError naming the argument.
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import ml_dtypes
 import mlx.core as mx
@@ -42,6 +45,32 @@ ORACLE = "attention_ref"
 DTYPES = ("float32", "float16", "bfloat16")
 POLICIES = ("zeros", "mlx_mean")
 F64_ATOL = 1e-12
+
+# What the project relies on in MLX's SDPA and exp, and where: said by any failing check of it below.
+SDPA_RELIED_ON = (
+    "MLX {version}'s mx.fast.scaled_dot_product_attention (CPU) left FlashAttention's error-ratio bound of the "
+    "float64 oracle on rows with a visible key (or a sink): the project relies on it there (the control paths "
+    "impl/kv/view.py and impl/paged_attention.py's fallback, and parity/decoder.py's dense reference, attend with it); "
+    "rows without a visible key are MLX's fully-masked policy, recorded as findings, not gated")
+CAUSAL_RELIED_ON = (
+    "MLX {version}'s mask='causal' is no longer masks.causal_mask(L, N - L) (bottom-right aligned): the project "
+    "relies on it: impl/kv/view.py's control path and parity/decoder.py pass mask='causal' to MLX's SDPA while the "
+    "direct kernel (impl.paged_attention) and attention_ref mask bottom-right")
+EXP_RELIED_ON = (
+    "MLX {version}'s CPU exp (float32) is less accurate than 2 (|x| + 2) u: attention_noise_floor "
+    "(reference/attention.py) bounds the exponential's error by u |s_j - max| (plus the score's u S_j), and the "
+    "error-ratio gates of MLX's SDPA here take their floor from it: widen it before trusting those gates")
+
+
+@contextmanager
+def relied_on(why: str):
+    """A failing check of third-party behaviour the project relies on: its message also says who relies on it."""
+    try:
+        yield
+    except AssertionError as exc:
+        exc.args = (f"{exc.args[0] if exc.args else ''}\n{why.format(version=mx.__version__)}",)
+        raise
+
 
 # The gate fixture only records; sharing it across Hypothesis examples is safe.
 PROPERTY_SETTINGS = settings(
@@ -285,17 +314,54 @@ def test_paged_equals_contiguous(gate, data, mask):
 # --- MLX's SDPA on the CPU ----------------------------------------------------------
 
 
-def error_ratio_gate(gate, actual, problem: sts.AttentionCase, **context):
-    """MLX's output vs the oracle (fully_masked="mlx_mean": MLX's policy), FlashAttention's rule."""
+def policy_free_rows(problem: sts.AttentionCase) -> np.ndarray:
+    """[B, Hq, L]: rows whose oracle value is the same under every fully-masked policy (a visible key, or a sink).
+    The others are rows without a visible key: there MLX's output is its own policy, recorded, not gated."""
     p = problem
+    zeros = attention_ref(p.q, p.k, p.v, **p.kwargs(), fully_masked="zeros")
+    mean = attention_ref(p.q, p.k, p.v, **p.kwargs(), fully_masked="mlx_mean")
+    return ((zeros == mean) | (np.isnan(zeros) & np.isnan(mean))).all(axis=-1)
+
+
+def error_ratio_gate(gate, actual, problem: sts.AttentionCase, **context):
+    """MLX's output vs the oracle, FlashAttention's rule, on the rows with a visible key (or a sink).
+
+    Rows without one (``policy_free_rows``) are left out: set to 0 on all three sides. Their value is MLX's
+    fully-masked policy (the oracle models MLX 0.32's as ``fully_masked="mlx_mean"``), which the named tests below
+    record; an MLX that changed it must not turn the suite red.
+    """
+    p = problem
+    keep = policy_free_rows(p)[..., None]
     oracle = attention_ref(p.q, p.k, p.v, **p.kwargs(), fully_masked="mlx_mean")
     baseline = attention_ref(p.q, p.k, p.v, **p.kwargs(), upcast=False, reorder_ops=True, fully_masked="mlx_mean")
+    actual, oracle, baseline = (np.where(keep, a, np.zeros((), a.dtype)).astype(a.dtype)
+                                for a in (np.asarray(actual), oracle, baseline))
     ulp = metrics.rounding_noise_floor(oracle, p.dtype)
     scores = attention_noise_floor(p.q, p.k, p.v, **p.kwargs(), dtype=p.dtype)
+    left_out = int(keep.size - np.count_nonzero(keep))
     why = (f"FlashAttention's rule: |mlx - oracle| <= 2 |naive {p.dtype} - oracle| + floor; floor = one "
            f"{p.dtype} ULP at max|ref| ({ulp:.3g}) + the score-rounding bound u*sum_j p_j (S_j + |s_j - max|)"
-           f"(|v_j| + |out|) ({scores:.3g}): small cases' naive error can be luckily small (attention_noise_floor)")
-    return gate.error_ratio(actual, oracle, baseline, floor=ulp + scores, why=why, **context)
+           f"(|v_j| + |out|) ({scores:.3g}): small cases' naive error can be luckily small (attention_noise_floor)"
+           + (f"; {left_out} rows without a visible key left out (MLX's fully-masked policy: recorded, not gated)"
+              if left_out else ""))
+    with relied_on(SDPA_RELIED_ON):
+        return gate.error_ratio(actual, oracle, baseline, floor=ulp + scores, why=why, **context)
+
+
+def fully_masked_behaviour(rows: np.ndarray, case: sts.AttentionCase, dtype: str) -> tuple[str, float]:
+    """What MLX returned on rows [B, Hq, r, Dv] without a visible key: (behaviour, max|row - mean(V)|)."""
+    rows = rows.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        distance = float(np.max(np.abs(rows - v_mean(case)[:, :, None, :])))
+    # MLX 0.32 computes the mean in T through a softmax of N equal logits (weights 1/N rounded to T) and a weighted
+    # sum: N = 6 rounded products and sums of values <= max|mean|, a few ULPs of T at it; 4 ULPs covers that.
+    if distance <= 4 * metrics.rounding_noise_floor(v_mean(case), dtype):
+        return "the mean of V (not 0)", distance
+    if np.isnan(rows).all():
+        return "NaN", distance
+    if (rows == 0).all():
+        return "0", distance
+    return "neither the mean of V, 0 nor NaN", distance
 
 
 @PROPERTY_SETTINGS
@@ -332,17 +398,20 @@ def test_mlx_fully_masked_boolean_row_is_mean_of_v(gate, dtype):
     mask[1] = False
     case = with_mask(case, mask, "bool")
     out = mlx_sdpa(case.q, case.k, case.v, scale=case.scale, mask=mask)
-    error_ratio_gate(gate, out, case, kernel=SDPA, case=f"fully-masked-bool-{dtype}")
-    row = out[:, :, 1].astype(np.float64)
-    distance_to_mean = float(np.max(np.abs(row - v_mean(case))))
+    error_ratio_gate(gate, out, case, kernel=SDPA, case=f"fully-masked-bool-{dtype}")  # the other rows
+    # The oracle's policies (the project's contract): "zeros" gives 0, "mlx_mean" (MLX 0.32's) the mean of V.
     assert np.all(attention_ref(case.q, case.k, case.v, scale=case.scale, mask=mask)[:, :, 1] == 0)
-    # MLX computes the mean in T through a softmax of N equal logits (weights 1/N rounded to T) and a weighted sum:
-    # N = 6 rounded products and sums of values <= max|mean|, a few ULPs of T at it; 4 ULPs covers that.
-    assert distance_to_mean <= 4 * metrics.rounding_noise_floor(v_mean(case), dtype), distance_to_mean
-    assert np.max(np.abs(row)) > 0
-    gate.finding("MLX SDPA: a fully masked boolean row returns the mean of V (not 0)",
-                 {"dtype": dtype, "max|row - mean(V)|": distance_to_mean, "max|row|": float(np.max(np.abs(row))),
-                  "why": "the fallback substitutes finfo(dtype).min for masked scores: N equal logits"}, kernel=SDPA)
+    check_float64(gate, attention_ref(case.q, case.k, case.v, scale=case.scale, mask=mask,
+                                      fully_masked="mlx_mean")[:, :, 1], v_mean(case), atol=F64_ATOL, why=F64_WHY,
+                  kernel=ORACLE, case=f"fully-masked-bool-mlx_mean-{dtype}")
+    row = out[:, :, 1:2]
+    behaviour, distance_to_mean = fully_masked_behaviour(row, case, dtype)
+    gate.finding(f"MLX SDPA: a fully masked boolean row returns {behaviour}",
+                 {"mlx": mx.__version__, "dtype": dtype, "behaviour": behaviour,
+                  "max|row - mean(V)|": distance_to_mean, "max|row|": float(np.max(np.abs(row.astype(np.float64)))),
+                  "attention_ref policy it matches": {"the mean of V (not 0)": "mlx_mean", "0": "zeros"}.get(behaviour),
+                  "why (MLX 0.32)": "the fallback substitutes finfo(dtype).min for masked scores: N equal logits"},
+                 kernel=SDPA)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -353,25 +422,37 @@ def test_mlx_fully_masked_additive_row_is_nan(gate, dtype):
     mask[2] = -np.inf
     case = with_mask(case, mask, "additive")
     out = mlx_sdpa(case.q, case.k, case.v, scale=case.scale, mask=mask)
-    error_ratio_gate(gate, out, case, kernel=SDPA, case=f"fully-masked-additive-{dtype}")
+    error_ratio_gate(gate, out, case, kernel=SDPA, case=f"fully-masked-additive-{dtype}")  # the other rows: no NaN
+    # The oracle's policies: "zeros" gives 0; "mlx_mean" (MLX 0.32's) NaN: no key is hidden by a boolean part.
+    assert np.all(attention_ref(case.q, case.k, case.v, scale=case.scale, mask=mask)[:, :, 2] == 0)
+    assert np.isnan(attention_ref(case.q, case.k, case.v, scale=case.scale, mask=mask,
+                                  fully_masked="mlx_mean")[:, :, 2]).all()
     nan_rows = np.isnan(out.astype(np.float64)).all(axis=-1)
-    assert nan_rows[:, :, 2].all() and not np.isnan(np.delete(out.astype(np.float64), 2, axis=2)).any()
-    gate.finding("MLX SDPA: a row fully masked by an additive -inf mask is NaN",
-                 {"dtype": dtype, "nan_rows": np.argwhere(nan_rows).tolist(),
-                  "why": "softmax over all -inf: max is -inf, -inf - -inf is NaN"}, kernel=SDPA)
+    behaviour, distance_to_mean = fully_masked_behaviour(out[:, :, 2:3], case, dtype)
+    gate.finding(f"MLX SDPA: a row fully masked by an additive -inf mask is {behaviour}",
+                 {"mlx": mx.__version__, "dtype": dtype, "behaviour": behaviour,
+                  "nan_rows": np.argwhere(nan_rows).tolist(),
+                  "max|row - mean(V)|": distance_to_mean,
+                  "attention_ref policy it matches": {"NaN": "mlx_mean", "0": "zeros"}.get(behaviour),
+                  "why (MLX 0.32)": "softmax over all -inf: max is -inf, -inf - -inf is NaN"}, kernel=SDPA)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_mlx_causal_more_queries_than_keys(gate, dtype):
     case = with_mask(fixed_case(dtype, L=7, N=4), "causal", "causal")
     out = mlx_sdpa(case.q, case.k, case.v, scale=case.scale, mask="causal")
-    error_ratio_gate(gate, out, case, kernel=SDPA, case=f"causal-L7-N4-{dtype}")
-    early = out[:, :, :3].astype(np.float64)  # rows i < L - N see no key (j <= i + N - L < 0)
-    distance = float(np.max(np.abs(early - v_mean(case)[:, :, None, :])))
-    assert distance <= 4 * metrics.rounding_noise_floor(v_mean(case), dtype), distance  # 4 ULPs: as the test above
-    gate.finding("MLX SDPA: mask='causal' with L > N gives the first L - N rows the mean of V",
-                 {"dtype": dtype, "L": 7, "N": 4, "max|row - mean(V)|": distance,
-                  "why": "bottom-right alignment leaves those rows without keys; boolean masking -> mean"},
+    error_ratio_gate(gate, out, case, kernel=SDPA, case=f"causal-L7-N4-{dtype}")  # rows 3..6
+    # Rows i < L - N see no key (j <= i + N - L < 0). The oracle's policies: "zeros" 0, "mlx_mean" the mean of V.
+    # (The project never asks for this: impl/kv/view.py refuses mask="causal" with n > length.)
+    assert np.all(attention_ref(case.q, case.k, case.v, scale=case.scale, mask="causal")[:, :, :3] == 0)
+    check_float64(gate, attention_ref(case.q, case.k, case.v, scale=case.scale, mask="causal", fully_masked="mlx_mean")
+                  [:, :, :3], np.broadcast_to(v_mean(case)[:, :, None, :], out[:, :, :3].shape), atol=F64_ATOL,
+                  why=F64_WHY, kernel=ORACLE, case=f"causal-L7-N4-mlx_mean-{dtype}")
+    behaviour, distance = fully_masked_behaviour(out[:, :, :3], case, dtype)  # 4 ULPs: as the test above
+    gate.finding(f"MLX SDPA: mask='causal' with L > N gives the first L - N rows {behaviour}",
+                 {"mlx": mx.__version__, "dtype": dtype, "L": 7, "N": 4, "behaviour": behaviour,
+                  "max|row - mean(V)|": distance,
+                  "why (MLX 0.32)": "bottom-right alignment leaves those rows without keys; boolean masking -> mean"},
                  kernel=SDPA)
 
 
@@ -382,13 +463,18 @@ def test_mlx_sinks_absorb_fully_masked_rows(gate, dtype):
     mask[0] = False
     case = with_mask(case, mask, "bool")
     out = mlx_sdpa(case.q, case.k, case.v, scale=case.scale, mask=mask, sinks=case.sinks)
-    error_ratio_gate(gate, out, case, kernel=SDPA, case=f"sinks-{dtype}")
-    zeros = np.zeros_like(out[:, :, 0])
-    gate.bit_exact(out[:, :, 0], zeros, what="a fully masked row with a sink puts all its mass on the sink",
-                   kernel=SDPA, case=f"sinks-fully-masked-{dtype}")
-    gate.finding("MLX SDPA 0.32 supports sinks=[Hq]: one extra logit per head in the softmax denominator",
-                 {"dtype": dtype, "fully masked row with a sink": "exactly 0",
-                  "why": "exp(finfo.min - sink) underflows to 0 in float32"}, kernel=SDPA)
+    error_ratio_gate(gate, out, case, kernel=SDPA, case=f"sinks-{dtype}")  # every row: the sink row's value is 0
+    for policy in POLICIES:  # the contract: with a sink, a fully masked row puts all its mass on the sink
+        gate.bit_exact(attention_ref(case.q, case.k, case.v, scale=case.scale, mask=mask, sinks=case.sinks,
+                                     fully_masked=policy)[:, :, 0], np.zeros(out[:, :, 0].shape),
+                       what="a fully masked row with a sink is 0", kernel=ORACLE, case=f"sinks-{policy}-{dtype}")
+    row = out[:, :, 0].astype(np.float64)
+    exact = bool(np.all(row == 0))
+    gate.finding("MLX SDPA supports sinks=[Hq]: one extra logit per head in the softmax denominator; a fully masked "
+                 "row with a sink is " + ("exactly 0" if exact else "near 0, not exactly 0"),
+                 {"mlx": mx.__version__, "dtype": dtype, "fully masked row with a sink": "exactly 0" if exact else
+                  "not exactly 0", "max|row|": float(np.max(np.abs(row))),
+                  "why (MLX 0.32)": "exp(finfo.min - sink) underflows to 0 in float32"}, kernel=SDPA)
 
 
 def test_mlx_cpu_exp_error_grows_with_argument(gate):
@@ -400,16 +486,22 @@ def test_mlx_cpu_exp_error_grows_with_argument(gate):
     rel = np.abs(got - exact) / exact
     ratio = float(np.max(rel / ((np.abs(x.astype(np.float64)) + 2) * u)))
     worst_ulps = float(np.max(rel) / (2 * u))
-    # Argument reduction rounds x*log2(e) in float32: an absolute exponent error ~|x| u, i.e. a
-    # relative error ~|x| u in the result, plus ~2 u from the polynomial. Bound it by twice that.
-    assert ratio <= 2.0, ratio
-    assert worst_ulps > 4, "MLX's CPU exp is more accurate than this finding says; revisit attention_noise_floor"
     below = np.float32([-88.0, -95.0, -103.0])
     flushed = np.array(mx.exp(mx.array(below), stream=mx.cpu))
-    gate.finding("MLX CPU exp (float32): relative error grows like |x| * u; subnormal results flush to 0",
-                 {"max rel error / ((|x| + 2) u)": ratio, "max error in float32 ULPs on [-87, 0]": worst_ulps,
+    # MLX 0.32.4 (x86-64): worst 32 ULPs on [-87, 0], where a correctly rounded exp has 1: the growth that
+    # attention_noise_floor counts. A more accurate exp only makes that term loose, so it is recorded, not asserted.
+    accuracy = ("relative error grows like |x| * u" if worst_ulps > 4 else
+                f"within {worst_ulps:.2g} ULPs on [-87, 0] (attention_noise_floor's |s_j - max| term is loose)")
+    subnormals = "subnormal results flush to 0" if np.all(flushed == 0) else "subnormal results are not all flushed"
+    gate.finding(f"MLX CPU exp (float32): {accuracy}; {subnormals}",
+                 {"mlx": mx.__version__, "max rel error / ((|x| + 2) u)": ratio,
+                  "max error in float32 ULPs on [-87, 0]": worst_ulps,
                   "exp([-88, -95, -103]) on MLX CPU": flushed.tolist(),
                   "exact": np.exp(below.astype(np.float64)).tolist()}, kernel="mx.exp")
+    # Argument reduction rounds x*log2(e) in float32: an absolute exponent error ~|x| u, i.e. a
+    # relative error ~|x| u in the result, plus ~2 u from the polynomial. Bound it by twice that.
+    with relied_on(EXP_RELIED_ON):
+        assert ratio <= 2.0, f"max rel error / ((|x| + 2) u) = {ratio:.3g} > 2"
 
 
 @pytest.mark.parametrize("L, N", [(1, 1), (3, 3), (2, 9), (5, 12)])
@@ -418,8 +510,9 @@ def test_oracle_causal_is_mlx_causal(gate, L, N):
     case = fixed_case("float32", L=L, N=N)
     by_string = mlx_sdpa(case.q, case.k, case.v, scale=case.scale, mask="causal")
     by_array = mlx_sdpa(case.q, case.k, case.v, scale=case.scale, mask=causal_mask(L, N - L))
-    gate.bit_exact(by_string, by_array, what="MLX's causal string vs the oracle's causal_mask", kernel=SDPA,
-                   case=f"L{L}-N{N}")
+    with relied_on(CAUSAL_RELIED_ON):
+        gate.bit_exact(by_string, by_array, what="MLX's causal string vs the oracle's causal_mask", kernel=SDPA,
+                       case=f"L{L}-N{N}")
     gate.bit_exact(key_visibility(L, N, causal=True, window=None), causal_mask(L, N - L),
                    what="attention_ref's causal rule is masks.causal_mask", kernel=ORACLE, case=f"L{L}-N{N}")
 

@@ -7,8 +7,9 @@ dequantized values, NaN payloads included. Groups:
 * the full grid BITS x GROUP_SIZES x DTYPES on random data;
 * adversarial groups (constant, zeros, signed zeros, subnormals, near max,
   one-signed, outliers, exact .5 ties, NaN, +-inf) over the same grid;
-* the non-finite and overflow behaviour as named facts, asserted precisely and
-  recorded with ``gate.finding``;
+* the non-finite and overflow behaviour as named facts: what the installed MLX
+  does is recorded with ``gate.finding``, the oracle is held to MLX 0.32.4's rule,
+  and oracle == MLX is the dependency check (its failure says MLX changed);
 * Hypothesis properties: bit-exactness on drawn shapes and data, and the
   round-trip error bound (derivation in ``test_property_round_trip_error_bound``);
 * bad input raising ValueError naming the argument;
@@ -16,6 +17,8 @@ dequantized values, NaN payloads included. Groups:
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import ml_dtypes
 import mlx.core as mx
@@ -35,6 +38,25 @@ ROWS, COLUMNS = 4, 384  # 384 = 3 groups of 128, 6 of 64, 12 of 32; 384*bits/32 
 QUANTIZE, DEQUANTIZE = "mx.quantize", "mx.dequantize"
 _MX_DTYPES = {np.dtype(np.float32): mx.float32, np.dtype(np.float16): mx.float16,
               np.dtype(ml_dtypes.bfloat16): mx.bfloat16}
+
+# What the project relies on, and where: said by any failing oracle-vs-MLX check below.
+QUANT_RELIED_ON = (
+    "mx.quantize / mx.dequantize (MLX {version}, CPU) differ from reference.quant here ({behaviour}). "
+    "reference.quant is MLX 0.32.4's CPU function, and the project relies on that: the KV-cache and decode oracles "
+    "(properties/strategies/kv.py, decode.py, paged.py) use it as bit-exact to mx.quantize. If MLX changed, update "
+    "reference.quant (and its docstring's rule) to what MLX does now, which the test's findings record")
+
+
+@contextmanager
+def relied_on(behaviour: str):
+    """A failing oracle-vs-MLX check: its message also says that MLX may have changed, and who relies on it."""
+    try:
+        yield
+    except AssertionError as exc:
+        why = QUANT_RELIED_ON.format(version=mx.__version__, behaviour=behaviour)
+        exc.args = (f"{exc.args[0] if exc.args else ''}\n{why}",)
+        raise
+
 
 # The gate fixture only records; it holds no per-example state, so sharing it
 # across Hypothesis examples is safe.
@@ -63,16 +85,20 @@ def mlx_dequantize(packed, scales, biases, group_size: int, bits: int, dtype=Non
     return to_numpy(out)
 
 
-def check_bit_exact(gate, w: np.ndarray, group_size: int, bits: int, *, case: str, out_dtype=None):
+def check_bit_exact(gate, w: np.ndarray, group_size: int, bits: int, *, case: str, out_dtype=None,
+                    behaviour: str = "the affine rule of reference.quant's docstring"):
     """Oracle vs mx.quantize on the CPU, then oracle vs mx.dequantize on MLX's
-    own packed output (so a quantize mismatch cannot hide a dequantize one)."""
+    own packed output (so a quantize mismatch cannot hide a dequantize one).
+    ``behaviour``: what of MLX's the case exercises, for the failure message."""
     ref = quant.quantize(w, group_size=group_size, bits=bits)
     got = mlx_quantize(w, group_size, bits)
-    for name, actual, expected in zip(("packed", "scales", "biases"), got, ref):
-        gate.bit_exact(actual, expected, what=f"{name}, {bits}-bit group {group_size}", kernel=QUANTIZE, case=case)
-    deq = mlx_dequantize(*got, group_size, bits, dtype=out_dtype)
-    gate.bit_exact(deq, quant.dequantize(*got, group_size=group_size, bits=bits, dtype=out_dtype),
-                   what=f"dequantized, {bits}-bit group {group_size}", kernel=DEQUANTIZE, case=case)
+    with relied_on(behaviour):
+        for name, actual, expected in zip(("packed", "scales", "biases"), got, ref):
+            gate.bit_exact(actual, expected, what=f"{name}, {bits}-bit group {group_size}", kernel=QUANTIZE,
+                           case=case)
+        deq = mlx_dequantize(*got, group_size, bits, dtype=out_dtype)
+        gate.bit_exact(deq, quant.dequantize(*got, group_size=group_size, bits=bits, dtype=out_dtype),
+                       what=f"dequantized, {bits}-bit group {group_size}", kernel=DEQUANTIZE, case=case)
     return got
 
 
@@ -90,9 +116,10 @@ def test_ref_quantize_grid_matches_mx_cpu(gate, bits, group_size, dtype):
     check_bit_exact(gate, w, group_size, bits, case="random")
     for out_dtype in DTYPES:  # mx.dequantize(dtype=...) computes in the scales' dtype, then casts
         got = mlx_quantize(w, group_size, bits)
-        gate.bit_exact(mlx_dequantize(*got, group_size, bits, dtype=out_dtype),
-                       quant.dequantize(*got, group_size=group_size, bits=bits, dtype=out_dtype),
-                       what=f"dequantized to {out_dtype}", kernel=DEQUANTIZE, case=f"dtype={out_dtype}")
+        with relied_on(f"mx.dequantize(dtype={out_dtype}): in the scales' dtype, then cast"):
+            gate.bit_exact(mlx_dequantize(*got, group_size, bits, dtype=out_dtype),
+                           quant.dequantize(*got, group_size=group_size, bits=bits, dtype=out_dtype),
+                           what=f"dequantized to {out_dtype}", kernel=DEQUANTIZE, case=f"dtype={out_dtype}")
 
 
 # --- adversarial groups -------------------------------------------------------
@@ -204,6 +231,39 @@ def test_ties_round_half_to_even(gate, sign, dtype):
 
 
 # --- named facts: non-finite values and overflow --------------------------------
+#
+# Each fact is MLX 0.32.4's rule, which reference.quant reproduces (its docstring's "Non-finite values and
+# overflow"). A test states the rule's parts once (``facts``), then: what the installed MLX does is recorded as a
+# finding (each part held or not); the oracle is held to every part (the project's contract); and oracle == MLX
+# bit for bit is the dependency check (``check_bit_exact``), whose failure says that MLX changed and who relies on it.
+
+MLX_OPS = (mlx_quantize, mlx_dequantize)
+ORACLE_OPS = (lambda w, g, b: quant.quantize(w, group_size=g, bits=b),
+              lambda packed, s, bias, g, b: quant.dequantize(packed, s, bias, group_size=g, bits=b))
+ORACLE = "reference.quant"
+
+
+def _holds(kind: str, actual, expected) -> bool:
+    """What ``gate.<kind>(actual, expected)`` would pass, as a bool (for MLX's side: recorded, not gated)."""
+    a, e = np.asarray(to_numpy(actual)), np.asarray(to_numpy(expected))
+    if kind == "bit_exact":
+        return a.dtype == e.dtype and a.shape == e.shape and np.ascontiguousarray(a).tobytes() == \
+            np.ascontiguousarray(e).tobytes()
+    return a.shape == e.shape and bool(np.all(a == e))
+
+
+def hold_oracle_to(gate, facts: dict, case: str) -> None:
+    """The oracle's side: every part of the rule is gated (reference.quant's documented contract)."""
+    for what, (kind, actual, expected) in facts.items():
+        getattr(gate, kind)(actual, expected, what=what, kernel=ORACLE, case=case)
+
+
+def record_mlx_rule(gate, rule: str, facts: dict, evidence: dict) -> None:
+    """MLX's side: the rule's parts, each held or not, recorded with the MLX version; nothing asserted."""
+    held = {what: _holds(kind, actual, expected) for what, (kind, actual, expected) in facts.items()}
+    departs = [what for what, ok in held.items() if not ok]
+    title = rule if not departs else f"NOT on this MLX: {rule} (departs: {'; '.join(departs)})"
+    gate.finding(title, {"mlx": mx.__version__, **evidence, "rule parts held": held}, kernel=QUANTIZE)
 
 
 def _row(*groups: np.ndarray, dtype) -> np.ndarray:
@@ -212,7 +272,7 @@ def _row(*groups: np.ndarray, dtype) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_fact_nan_is_skipped_and_dequantizes_to_the_bias(gate, dtype):
-    """NaN in a group is skipped by the min/max scan (the scale and bias are
+    """MLX 0.32.4: NaN in a group is skipped by the min/max scan (the scale and bias are
     those of the group without it), gets code 0, and so dequantizes to the
     group's bias (its larger-magnitude edge)."""
     g, bits = 64, 4
@@ -221,87 +281,121 @@ def test_fact_nan_is_skipped_and_dequantizes_to_the_bias(gate, dtype):
     with_nan[10] = np.nan
     edge_fill = base.copy()
     edge_fill[10] = base.astype(np.float32).max()  # inside [min, max]: same scale and bias
-    q_nan, s_nan, b_nan = check_bit_exact(gate, with_nan[None], g, bits, case="nan")
-    _, s_ref, b_ref = mlx_quantize(edge_fill[None], g, bits)
-    gate.bit_exact(s_nan, s_ref, what="scale ignores the NaN", kernel=QUANTIZE)
-    gate.bit_exact(b_nan, b_ref, what="bias ignores the NaN", kernel=QUANTIZE)
-    gate.equal(quant.unpack(q_nan, bits)[0, 10], np.uint32(0), what="NaN's code is 0", kernel=QUANTIZE)
-    deq = mlx_dequantize(q_nan, s_nan, b_nan, g, bits)
-    gate.bit_exact(deq[0, 10:11], b_nan[0], what="NaN dequantizes to the bias", kernel=DEQUANTIZE)
-    gate.finding("mx.quantize (CPU) skips NaN in a group; the NaN element gets code 0 and dequantizes to the "
-                 "group's bias", {"dtype": str(dtype), "bits": bits, "group_size": g,
-                                  "bias": float(b_nan[0, 0]), "dequantized_nan_element": float(deq[0, 10])},
-                 kernel=QUANTIZE)
+
+    def facts(quantize, dequantize):
+        q, s, b = quantize(with_nan[None], g, bits)
+        _, s_fill, b_fill = quantize(edge_fill[None], g, bits)
+        deq = dequantize(q, s, b, g, bits)
+        return {"scale ignores the NaN": ("bit_exact", s, s_fill), "bias ignores the NaN": ("bit_exact", b, b_fill),
+                "NaN's code is 0": ("equal", quant.unpack(q, bits)[0, 10], np.uint32(0)),
+                "NaN dequantizes to the bias": ("bit_exact", deq[0, 10:11], b[0])}, b, deq
+
+    seen, b_nan, deq = facts(*MLX_OPS)
+    record_mlx_rule(gate, "mx.quantize (CPU) skips NaN in a group; the NaN element gets code 0 and dequantizes to the "
+                    "group's bias", seen, {"dtype": str(dtype), "bits": bits, "group_size": g,
+                                           "bias": float(b_nan[0, 0]), "dequantized_nan_element": float(deq[0, 10])})
+    hold_oracle_to(gate, facts(*ORACLE_OPS)[0], case="nan")
+    check_bit_exact(gate, with_nan[None], g, bits, case="nan",
+                    behaviour="NaN in a group: skipped by the min/max scan, code 0, dequantized to the bias")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("where", ("pos_inf", "neg_inf", "both_inf", "all_inf", "all_nan"))
 def test_fact_inf_or_all_nan_poisons_only_its_group(gate, where, dtype):
-    """+-inf in a group (or a group of NaNs only) makes its scale NaN and its
+    """MLX 0.32.4: +-inf in a group (or a group of NaNs only) makes its scale NaN and its
     bias infinite (+inf when +inf is in the group, else -inf), every code 0,
     and every dequantized value NaN. The neighbouring group is untouched."""
     g, bits = 32, 4
     normal = np.random.default_rng(3).standard_normal(g).astype(np.float32)
     bad = adversarial_group(where, dtype, g, bits).astype(np.float32)
     w = _row(normal, bad, dtype=dtype)
-    packed, scales, biases = check_bit_exact(gate, w, g, bits, case=where)
-    alone = mlx_quantize(_row(normal, dtype=dtype), g, bits)
     words = g * bits // 32
-    gate.bit_exact(packed[:, :words], alone[0], what="neighbour's codes untouched", kernel=QUANTIZE)
-    gate.bit_exact(scales[:, :1], alone[1], what="neighbour's scale untouched", kernel=QUANTIZE)
     expected_bias = np.inf if np.any(bad == np.inf) else -np.inf
-    gate.equal(np.isnan(scales[0, 1]), True, what="the group's scale is NaN", kernel=QUANTIZE, case=where)
-    gate.equal(biases[0, 1].astype(np.float64), expected_bias, what="the group's bias is the infinite edge",
-               kernel=QUANTIZE, case=where)
-    gate.equal(quant.unpack(packed, bits)[0, g:], np.zeros(g, np.uint32), what="every code 0", kernel=QUANTIZE)
-    deq = mlx_dequantize(packed, scales, biases, g, bits)
-    gate.equal(np.isnan(deq[0, g:]), np.ones(g, bool), what="the group dequantizes to NaN", kernel=DEQUANTIZE)
-    gate.finding("mx.quantize (CPU): +-inf or all-NaN in a group gives scale NaN, bias +-inf, codes 0; the whole "
-                 "group dequantizes to NaN, neighbours are unaffected",
-                 {"case": where, "dtype": str(dtype), "bits": bits, "group_size": g,
-                  "bias": float(biases[0, 1]), "scale_bits": hex(int(np.atleast_1d(scales[0, 1]).view(
-                      np.uint32 if scales.itemsize == 4 else np.uint16)[0]))}, kernel=QUANTIZE)
+
+    def facts(quantize, dequantize):
+        packed, scales, biases = quantize(w, g, bits)
+        alone = quantize(_row(normal, dtype=dtype), g, bits)
+        deq = dequantize(packed, scales, biases, g, bits)
+        return {"neighbour's codes untouched": ("bit_exact", packed[:, :words], alone[0]),
+                "neighbour's scale untouched": ("bit_exact", scales[:, :1], alone[1]),
+                "the group's scale is NaN": ("equal", np.isnan(scales[0, 1]), True),
+                "the group's bias is the infinite edge": ("equal", biases[0, 1].astype(np.float64), expected_bias),
+                "every code 0": ("equal", quant.unpack(packed, bits)[0, g:], np.zeros(g, np.uint32)),
+                "the group dequantizes to NaN": ("equal", np.isnan(deq[0, g:]), np.ones(g, bool))}, scales, biases
+
+    seen, scales, biases = facts(*MLX_OPS)
+    record_mlx_rule(gate, "mx.quantize (CPU): +-inf or all-NaN in a group gives scale NaN, bias +-inf, codes 0; the "
+                    "whole group dequantizes to NaN, neighbours are unaffected", seen,
+                    {"case": where, "dtype": str(dtype), "bits": bits, "group_size": g, "bias": float(biases[0, 1]),
+                     "scale_bits": hex(int(np.atleast_1d(scales[0, 1]).view(
+                         np.uint32 if scales.itemsize == 4 else np.uint16)[0]))})
+    hold_oracle_to(gate, facts(*ORACLE_OPS)[0], case=where)
+    check_bit_exact(gate, w, g, bits, case=where,
+                    behaviour="+-inf or all-NaN in a group: scale NaN, bias the infinite edge, codes 0, NaN out")
 
 
 @pytest.mark.parametrize("dtype", (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)), ids=dtype_id)
 def test_fact_span_overflow_turns_finite_groups_to_nan(gate, dtype):
-    """A finite group whose span w_max - w_min overflows float32 (float32 and
+    """MLX 0.32.4: a finite group whose span w_max - w_min overflows float32 (float32 and
     bfloat16 near max; float16 cannot overflow it) gets scale -inf (+inf when
     |w_min| > |w_max|), bias 0 and codes 0, and dequantizes to NaN (0 * inf)."""
     g, bits = 32, 8
     big = float(_finfo(dtype).max)
-    for case, group, scale_sign in (("max_span", _with(np.full(g, big), {0: -big}), -1.0),
-                                    ("negative_heavy", _with(np.full(g, -big), {0: big / 2}), 1.0)):
-        w = _row(group, dtype=dtype)
-        packed, scales, biases = check_bit_exact(gate, w, g, bits, case=case)
-        gate.equal(scales.astype(np.float64), np.full((1, 1), scale_sign * np.inf),
-                   what="scale is the overflowed span", kernel=QUANTIZE, case=case)
-        gate.equal(biases.astype(np.float64), np.zeros((1, 1)), what="bias 0 (q0 == 0)", kernel=QUANTIZE, case=case)
-        gate.equal(quant.unpack(packed, bits), np.zeros((1, g), np.uint32), what="codes 0", kernel=QUANTIZE, case=case)
-        deq = mlx_dequantize(packed, scales, biases, g, bits)
-        gate.equal(np.isnan(deq), np.ones((1, g), bool), what="finite input dequantizes to NaN",
-                   kernel=DEQUANTIZE, case=case)
-    gate.finding("mx.quantize (CPU): a finite group whose span overflows float32 dequantizes to NaN",
-                 {"dtype": str(dtype), "bits": bits, "group_size": g, "max": big}, kernel=QUANTIZE)
+    cases = {"max_span": (_with(np.full(g, big), {0: -big}), -1.0),
+             "negative_heavy": (_with(np.full(g, -big), {0: big / 2}), 1.0)}
+
+    def facts(quantize, dequantize):
+        out = {}
+        for case, (group, scale_sign) in cases.items():
+            packed, scales, biases = quantize(_row(group, dtype=dtype), g, bits)
+            deq = dequantize(packed, scales, biases, g, bits)
+            out.update({
+                f"{case}: scale is the overflowed span": ("equal", scales.astype(np.float64),
+                                                          np.full((1, 1), scale_sign * np.inf)),
+                f"{case}: bias 0 (q0 == 0)": ("equal", biases.astype(np.float64), np.zeros((1, 1))),
+                f"{case}: codes 0": ("equal", quant.unpack(packed, bits), np.zeros((1, g), np.uint32)),
+                f"{case}: finite input dequantizes to NaN": ("equal", np.isnan(deq), np.ones((1, g), bool))})
+        return out
+
+    record_mlx_rule(gate, "mx.quantize (CPU): a finite group whose span overflows float32 dequantizes to NaN",
+                    facts(*MLX_OPS), {"dtype": str(dtype), "bits": bits, "group_size": g, "max": big})
+    hold_oracle_to(gate, facts(*ORACLE_OPS), case="span overflow")
+    for case, (group, _) in cases.items():
+        check_bit_exact(gate, _row(group, dtype=dtype), g, bits, case=case,
+                        behaviour="a finite group whose float32 span overflows: scale +-inf, bias 0, codes 0, NaN out")
 
 
 def test_fact_half_precision_nan_encodings(gate):
-    """The NaN scales MLX stores: float16 sign|0x7D00 (a signaling-NaN pattern:
-    quiet bit clear), bfloat16 0x7FC0 whatever the sign; float32 keeps the x86
-    default NaN 0xFFC00000 from inf/inf."""
+    """The NaN scales MLX 0.32.4 stores: float16 sign|0x7D00 (a signaling-NaN pattern:
+    quiet bit clear), bfloat16 0x7FC0 whatever the sign; float32 keeps the
+    hardware's default NaN from inf/inf (x86: 0xFFC00000), whose sign float16 keeps."""
     g, bits = 32, 4
     group = adversarial_group("pos_inf", np.float32, g, bits)
-    expected = {np.dtype(np.float32): np.array([[0xFFC00000]], np.uint32),
-                np.dtype(np.float16): np.array([[0xFD00]], np.uint16),
-                np.dtype(ml_dtypes.bfloat16): np.array([[0x7FC0]], np.uint16)}
-    seen = {}
+    uint = {np.dtype(np.float32): np.uint32, np.dtype(np.float16): np.uint16, np.dtype(ml_dtypes.bfloat16): np.uint16}
+
+    def scale_bits(quantize) -> dict:
+        return {dtype: quantize(group[None].astype(dtype), g, bits)[1].view(uint[dtype]) for dtype in DTYPES}
+
+    def facts(raw: dict) -> dict:
+        f32 = int(raw[np.dtype(np.float32)][0, 0])
+        sign = (f32 >> 16) & 0x8000
+        return {"float32 scale is NaN": ("equal", np.isnan(raw[np.dtype(np.float32)].view(np.float32)[0, 0]), True),
+                "float16: the float32 NaN's sign | 0x7D00": ("equal", raw[np.dtype(np.float16)],
+                                                            np.array([[sign | 0x7D00]], np.uint16)),
+                "bfloat16: 0x7FC0": ("equal", raw[np.dtype(ml_dtypes.bfloat16)], np.array([[0x7FC0]], np.uint16))}
+
+    raw = scale_bits(mlx_quantize)
+    seen = {str(dtype): hex(int(bits_[0, 0])) for dtype, bits_ in raw.items()}
+    held = {what: _holds(kind, a, e) for what, (kind, a, e) in facts(raw).items()}
+    title = ("MLX CPU NaN encodings: float32->float16 gives sign|0x7D00, float32->bfloat16 gives 0x7FC0"
+             if all(held.values()) else f"MLX CPU NaN encodings: float32->float16 gives {seen['float16']}, "
+             f"float32->bfloat16 gives {seen['bfloat16']} (not MLX 0.32.4's sign|0x7D00, 0x7FC0)")
+    gate.finding(title, {"mlx": mx.__version__, "scale_bits_for_pos_inf_group": seen, "rule parts held": held},
+                 kernel=QUANTIZE)
+    hold_oracle_to(gate, facts(scale_bits(ORACLE_OPS[0])), case="nan scale")
     for dtype in DTYPES:
-        _, scales, _ = check_bit_exact(gate, group[None].astype(dtype), g, bits, case=f"nan scale {dtype}")
-        raw = scales.view(expected[dtype].dtype)
-        gate.equal(raw, expected[dtype], what=f"{dtype} NaN scale bits", kernel=QUANTIZE, case=str(dtype))
-        seen[str(dtype)] = hex(int(raw[0, 0]))
-    gate.finding("MLX CPU NaN encodings: float32->float16 gives sign|0x7D00, float32->bfloat16 gives 0x7FC0",
-                 {"scale_bits_for_pos_inf_group": seen}, kernel=QUANTIZE)
+        check_bit_exact(gate, group[None].astype(dtype), g, bits, case=f"nan scale {dtype}",
+                        behaviour="NaN scales: float16 sign|0x7D00, bfloat16 0x7FC0 (reference.quant.narrow)")
 
 
 def test_fact_half_step_bound_fails_when_the_far_edge_clips(gate):
@@ -311,14 +405,21 @@ def test_fact_half_step_bound_fails_when_the_far_edge_clips(gate):
     bias 1.5, and -1.5 is off by a whole step."""
     g, bits = 32, 2
     w = _row(_with(np.zeros(g), {0: -1.5, 1: 1.5}), dtype=np.float32)
-    packed, scales, biases = check_bit_exact(gate, w, g, bits, case="far-edge clip")
-    gate.equal(scales, np.array([[-0.75]], np.float32), what="scale = edge / rint(edge / s0)", kernel=QUANTIZE)
-    gate.equal(biases, np.array([[1.5]], np.float32), what="bias = edge", kernel=QUANTIZE)
-    error = np.abs(mlx_dequantize(packed, scales, biases, g, bits).astype(np.float64) - w)
-    gate.equal(error.max(), 0.75, what="the clipped far edge is a whole step off", kernel=DEQUANTIZE)
-    gate.finding("mx.quantize round-trip error can reach |scale| (not |scale|/2) when a group straddles zero",
-                 {"bits": bits, "group": "[-1.5, 1.5, 0 x 30]", "scale": -0.75, "bias": 1.5,
-                  "max_error": float(error.max())}, kernel=QUANTIZE)
+
+    def facts(quantize, dequantize):
+        packed, scales, biases = quantize(w, g, bits)
+        error = np.abs(dequantize(packed, scales, biases, g, bits).astype(np.float64) - w)
+        return {"scale = edge / rint(edge / s0)": ("equal", scales, np.array([[-0.75]], np.float32)),
+                "bias = edge": ("equal", biases, np.array([[1.5]], np.float32)),
+                "the clipped far edge is a whole step off": ("equal", error.max(), 0.75)}, error
+
+    seen, error = facts(*MLX_OPS)
+    record_mlx_rule(gate, "mx.quantize round-trip error can reach |scale| (not |scale|/2) when a group straddles zero",
+                    seen, {"bits": bits, "group": "[-1.5, 1.5, 0 x 30]", "scale": -0.75, "bias": 1.5,
+                           "max_error": float(error.max())})
+    hold_oracle_to(gate, facts(*ORACLE_OPS)[0], case="far-edge clip")
+    check_bit_exact(gate, w, g, bits, case="far-edge clip",
+                    behaviour="scale = edge / q0, so the far edge clips (the round-trip bound's |scale| case)")
 
 
 def _f32(bits: int) -> np.float32:
@@ -351,9 +452,10 @@ def test_dequantize_nan_propagation(gate, pair, dtype):
         biases = quant.narrow(np.full((rows, 1), bias, np.float32), dtype)
         packed = quant.pack(np.arange(32 * rows, dtype=np.uint32).reshape(rows, 32) % 16, 4)
         for out_dtype in DTYPES:
-            gate.bit_exact(mlx_dequantize(packed, scales, biases, 32, 4, dtype=out_dtype),
-                           quant.dequantize(packed, scales, biases, group_size=32, bits=4, dtype=out_dtype),
-                           what=f"NaN propagation to {out_dtype}", kernel=DEQUANTIZE, case=f"{pair} rows={rows}")
+            with relied_on("code * scale + bias with NaNs: the product's NaN wins, quieted, half NaNs re-encoded"):
+                gate.bit_exact(mlx_dequantize(packed, scales, biases, 32, 4, dtype=out_dtype),
+                               quant.dequantize(packed, scales, biases, group_size=32, bits=4, dtype=out_dtype),
+                               what=f"NaN propagation to {out_dtype}", kernel=DEQUANTIZE, case=f"{pair} rows={rows}")
 
 
 # --- Hypothesis properties ----------------------------------------------------
@@ -369,10 +471,11 @@ def test_property_quantize_bit_exact(gate, case):
 @given(inputs=sts.dequant_inputs(nonfinite=True))
 def test_property_dequantize_bit_exact(gate, inputs):
     args = (inputs.packed, inputs.scales, inputs.biases)
-    gate.bit_exact(mlx_dequantize(*args, inputs.group_size, inputs.bits, dtype=inputs.dtype),
-                   quant.dequantize(*args, group_size=inputs.group_size, bits=inputs.bits, dtype=inputs.dtype),
-                   what=f"dequantized, {inputs.bits}-bit group {inputs.group_size}", kernel=DEQUANTIZE,
-                   case="hypothesis")
+    with relied_on("mx.dequantize on drawn planes, non-finite scales and biases included"):
+        gate.bit_exact(mlx_dequantize(*args, inputs.group_size, inputs.bits, dtype=inputs.dtype),
+                       quant.dequantize(*args, group_size=inputs.group_size, bits=inputs.bits, dtype=inputs.dtype),
+                       what=f"dequantized, {inputs.bits}-bit group {inputs.group_size}", kernel=DEQUANTIZE,
+                       case="hypothesis")
 
 
 def round_trip_bound(w: np.ndarray, scales: np.ndarray, biases: np.ndarray, group_size: int, bits: int):

@@ -15,11 +15,13 @@ What is established (each a gate or a named, recorded fact):
   under either lse (property + a constructed, recorded instance);
 * planted ties (inside a 1024 tile, across tiles, at 1023/1024) go to the
   lowest index, for V in 1023, 1024, 1025, 2049, 32000 and once 151936;
-* ``round_to`` rounds float64 once (ml_dtypes' bfloat16 cast rounds twice).
+* ``round_to`` rounds float64 once, whatever ml_dtypes' own float64 -> bfloat16 cast does (older
+  versions round twice, through float32; recorded as a finding).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from fractions import Fraction
 
 import ml_dtypes
@@ -48,6 +50,27 @@ TILE = sts.ARGMAX_TILE
 PROPERTY_SETTINGS = settings(
     suppress_health_check=list(settings.default.suppress_health_check) + [HealthCheck.function_scoped_fixture])
 _BITS = {"float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16}
+# What the project relies on in MLX's argmax, and where: said by any failing check of it below.
+NATIVE_RELIED_ON = (
+    "MLX {version} changed mx.argmax on rows without a NaN (the first index of the maximum; -0 ties +0): the "
+    "project relies on it: impl.normalized_argmax is held equal to native argmax(logits - logsumexp) on such rows "
+    "(parity/test_normalized_argmax.py::test_normalized_argmax) and the contract's lowest-index rule is native's. "
+    "MLX's rule for NaN (mlx_argmax_ref: NaN beats every number) is no such dependency: it is recorded as findings")
+
+
+@contextmanager
+def relied_on(why: str):
+    """A failing check of third-party behaviour the project relies on: its message also says who relies on it."""
+    try:
+        yield
+    except AssertionError as exc:
+        exc.args = (f"{exc.args[0] if exc.args else ''}\n{why.format(version=mx.__version__)}",)
+        raise
+
+
+def nan_free(scores: np.ndarray) -> np.ndarray:
+    """Rows [...] without a NaN score: where MLX's argmax is the first maximum, the rule the project relies on."""
+    return ~np.isnan(np.asarray(scores).astype(np.float64)).any(axis=-1)
 
 
 def to_mlx(x: np.ndarray) -> mx.array:
@@ -118,13 +141,42 @@ def test_round_to_rounds_once(gate, dtype, values, halfway):
                    kernel="reference.sampling.round_to", case=dtype)
 
 
-def test_ml_dtypes_bfloat16_cast_rounds_twice(gate):
-    x = np.array([1 + 2**-8 + 2**-30])  # just above the midpoint of 1 and 1 + 2**-7
-    twice = float(x.astype(ml_dtypes.bfloat16).astype(np.float64)[0])
-    once = float(round_to(x, "bfloat16")[0])
-    assert once == 1 + 2**-7 and twice == 1.0
-    gate.finding("ml_dtypes float64 -> bfloat16 rounds through float32 (double rounding)",
-                 {"x": float(x[0]), "ml_dtypes": twice, "correctly rounded": once}, kernel="ml_dtypes")
+def _bfloat16_through_float32(x: float) -> float:
+    """x rounded to float32 (NumPy), then to bfloat16 by round-to-nearest-even on the float32 bits: the double
+    rounding of ml_dtypes 0.5.1's float64 -> bfloat16 cast. Written out here, so it depends on no ml_dtypes cast
+    at all."""
+    bits = int(np.array([x], np.float32).view(np.uint32)[0])
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16  # finite x only
+    return float(np.array([bits], np.uint32).view(np.float32)[0])
+
+
+def test_ml_dtypes_float64_to_bfloat16_cast_is_recorded(gate):
+    """What the installed ml_dtypes' float64 -> bfloat16 cast does, recorded; round_to rounds once whatever it does.
+
+    ml_dtypes 0.5.1 converts through float32 (rounding twice: 1 + 2**-8 + 2**-30 becomes 1); 0.7.0 rounds once.
+    The project does not rely on either: ``metrics.round_once`` (behind ``round_to``) makes the float32 step
+    round to odd and uses only ml_dtypes' float32 -> bfloat16 cast. A cast that is neither known behaviour fails.
+    """
+    value = 1 + 2**-8 + 2**-30  # just above the midpoint of 1 and 1 + 2**-7
+    x = np.array([value])
+    correct = _exact_round(value, "bfloat16")  # exact rational comparison: 1 + 2**-7
+    twice = _bfloat16_through_float32(value)  # float32 first (1 + 2**-8, a bfloat16 tie), then to even: 1.0
+    assert (correct, twice) == (1 + 2**-7, 1.0), "the probe must tell the two behaviours apart"
+    ours = float(round_to(x, "bfloat16")[0])
+    cast = float(x.astype(ml_dtypes.bfloat16).astype(np.float64)[0])
+    behaviours = {"rounds once (correctly rounded)": correct, "rounds through float32 (double rounding)": twice}
+    seen = [name for name, result in behaviours.items() if cast == result]
+    behaviour = seen[0] if seen else "gives neither the correctly rounded nor the float32-double-rounded value"
+    gate.finding(f"ml_dtypes float64 -> bfloat16 cast {behaviour}",
+                 {"ml_dtypes": ml_dtypes.__version__, "x": value, "ml_dtypes result": cast,
+                  "correctly rounded": correct, "through float32 (double rounding)": twice, "behaviour seen": behaviour,
+                  "round_to": ours}, kernel="ml_dtypes")
+    assert ours == correct, (f"round_to (reference.metrics.round_once) rounded {value!r} to {ours!r}, not the "
+                             f"correctly rounded {correct!r} (ml_dtypes {ml_dtypes.__version__})")
+    assert seen, (f"ml_dtypes {ml_dtypes.__version__} casts float64 {value!r} to bfloat16 {cast!r}: neither the "
+                  f"correctly rounded {correct!r} nor the float32-double-rounded {twice!r}, the two behaviours known "
+                  f"(0.5.1: through float32; 0.7.0: once). round_to does not use this cast; find out what changed "
+                  f"and record it here")
 
 
 # --- scores and native argmax ----------------------------------------------------------
@@ -143,10 +195,14 @@ def test_scores_with_mlx_lse_are_mlx_scores(gate, batch):
 @PROPERTY_SETTINGS
 @given(batch=sts.logits_batches())
 def test_native_is_mlx_argmax_of_the_scores(gate, batch):
+    """On rows without a NaN score (NaN rows: MLX's rule is recorded by test_degenerate_rows)."""
     ids, lse, _ = native(batch.logits)
-    gate.equal(ids, mlx_argmax_ref(normalized_scores_ref(batch.logits, batch.dtype, lse=lse)),
-               what="native argmax = first maximum, NaN beats everything", kernel=NATIVE,
-               case=f"{batch.dtype}-V{batch.vocab}-{'-'.join(batch.plants)}")
+    scores = normalized_scores_ref(batch.logits, batch.dtype, lse=lse)
+    clean = nan_free(scores)
+    with relied_on(NATIVE_RELIED_ON):
+        gate.equal(ids[clean], mlx_argmax_ref(scores)[clean],
+                   what="native argmax = first maximum, on the rows without a NaN score", kernel=NATIVE,
+                   case=f"{batch.dtype}-V{batch.vocab}-{'-'.join(batch.plants)}")
 
 
 def tiled_seed_argmax(scores: np.ndarray) -> np.ndarray:
@@ -250,7 +306,8 @@ def test_planted_ties_go_to_the_lowest_index(gate, dtype, V, place):
     case = f"{dtype}-V{V}-{place}"
     gate.equal(normalized_argmax_ref(logits, dtype), expected, what="float64 lse", kernel=ORACLE, case=case)
     gate.equal(normalized_argmax_ref(logits, dtype, lse=lse), expected, what="MLX lse", kernel=ORACLE, case=case)
-    gate.equal(ids, expected, what="native MLX", kernel=NATIVE, case=case)
+    with relied_on(NATIVE_RELIED_ON):
+        gate.equal(ids, expected, what="native MLX", kernel=NATIVE, case=case)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -260,7 +317,8 @@ def test_rounding_makes_a_tie_the_lower_index_wins(gate, dtype):
     ids, lse, scores = native(logits)
     assert scores.astype(np.float64)[0, 100] == scores.astype(np.float64)[0, 1500]  # ...the rounded scores tie
     gate.equal(normalized_argmax_ref(logits, dtype, lse=lse), [100], what="MLX lse", kernel=ORACLE, case=dtype)
-    gate.equal(ids, [100], what="native argmax(logprobs) takes the first", kernel=NATIVE, case=dtype)
+    with relied_on(NATIVE_RELIED_ON):
+        gate.equal(ids, [100], what="native argmax(logprobs) takes the first", kernel=NATIVE, case=dtype)
     gate.finding(f"normalized argmax ({dtype}): rounding to {dtype} merges logits one ULP apart; id 100 beats 1500",
                  {"logits[100]": float(logits[0, 100]), "logits[1500]": float(logits[0, 1500]),
                   "score": float(scores[0, 100])}, kernel=NATIVE)
@@ -293,12 +351,23 @@ def test_degenerate_rows(gate, dtype):
     expected = np.array([0, 0, 0, 0, 0, 1030 % logits.shape[-1]])
     gate.equal(ours, expected, what="contract with MLX lse", kernel=ORACLE, case=dtype)
     gate.equal(ours64, expected, what="contract with float64 lse", kernel=ORACLE, case=dtype)
-    expected_native = mlx_argmax_ref(scores)
-    gate.equal(ids, expected_native, what="native: first NaN score wins", kernel=NATIVE, case=dtype)
-    assert ids[list(rows).index("+inf at 700 and 1024")] == 700  # inf - inf: the first +inf's score is NaN
-    gate.finding(f"native argmax(logits - logsumexp) ({dtype}) picks the first +inf logit; the contract picks 0",
-                 {name: {"native": int(n), "contract": int(c), "MLX lse": float(metrics.to_numpy(lse)
-                         .astype(np.float64)[i, 0])} for i, (name, n, c) in enumerate(zip(rows, ids, ours))},
+    # Native on the rows without a NaN score is the contract (what the project relies on); on the others it
+    # follows MLX's NaN rule, which is recorded, not gated: an MLX that changed it breaks nothing of ours.
+    clean = nan_free(scores)
+    with relied_on(NATIVE_RELIED_ON):
+        gate.equal(ids[clean], ours[clean], what="native == contract on the rows without a NaN score", kernel=NATIVE,
+                   case=dtype)
+    model = mlx_argmax_ref(scores)  # MLX 0.32's rule: the first NaN score wins
+    inf_row = list(rows).index("+inf at 700 and 1024")  # inf - inf: the first +inf's score is NaN
+    picked = int(ids[inf_row])
+    what = ("picks the first +inf logit" if picked == 700 else
+            f"picks id {picked} on a row with +inf at 700 and 1024 (not the first +inf logit)")
+    gate.finding(f"native argmax(logits - logsumexp) ({dtype}) {what}; the contract picks 0",
+                 {"mlx": mx.__version__, "native follows mlx_argmax_ref (first NaN score wins)": bool(
+                     np.array_equal(ids, model)),
+                  **{name: {"native": int(n), "contract": int(c), "mlx_argmax_ref": int(m), "MLX lse": float(
+                      metrics.to_numpy(lse).astype(np.float64)[i, 0])}
+                     for i, (name, n, c, m) in enumerate(zip(rows, ids, ours, model))}},
                  kernel=NATIVE)
 
 
@@ -310,7 +379,12 @@ def test_nan_logits_under_a_finite_lse(gate, dtype):
     lse = np.zeros((1, 1), sts.numpy_dtype(dtype))
     gate.equal(normalized_argmax_ref(logits, dtype, lse=lse), [1500], what="NaN -> -inf", kernel=ORACLE, case=dtype)
     ids = np.array(mx.argmax(mx.subtract(to_mlx(logits), to_mlx(lse), stream=mx.cpu), -1, stream=mx.cpu))
-    gate.equal(ids, [3], what="native: the first NaN", kernel=NATIVE, case=dtype)
+    picked, model = int(ids[0]), int(mlx_argmax_ref(logits)[0])  # MLX 0.32: the first NaN, id 3
+    gate.finding(f"native argmax ({dtype}) under a finite lse picks "
+                 + ("the first NaN score" if picked == 3 else f"id {picked} (not the first NaN score, 3)")
+                 + "; the contract picks 1500",
+                 {"mlx": mx.__version__, "native": picked, "contract": 1500, "mlx_argmax_ref": model,
+                  "NaN at": [3, 1800], "largest logit at": 1500}, kernel=NATIVE)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -324,7 +398,8 @@ def test_huge_magnitudes(gate, dtype):
     assert np.all(np.isfinite(metrics.to_numpy(lse).astype(np.float64)))
     gate.equal(normalized_argmax_ref(logits, dtype), ids, what="float64 lse", kernel=ORACLE, case=dtype)
     gate.equal(normalized_argmax_ref(logits, dtype, lse=lse), ids, what="MLX lse", kernel=ORACLE, case=dtype)
-    assert ids[0] == 7
+    with relied_on(NATIVE_RELIED_ON):
+        assert ids[0] == 7, f"native picked {ids[0]} in a tie at the largest finite value, ids 7 and 1800"
 
 
 @pytest.mark.parametrize("dtype", ("float32", "bfloat16"))
@@ -332,7 +407,8 @@ def test_full_vocabulary_151936(gate, dtype):
     V = 151936
     logits = planted(dtype, V, (TILE * 3 + 5, TILE * 100, V - 1), rows=2, seed=3)
     ids, lse, _ = native(logits)
-    gate.equal(ids, [TILE * 3 + 5] * 2, what="native", kernel=NATIVE, case=f"{dtype}-V{V}")
+    with relied_on(NATIVE_RELIED_ON):
+        gate.equal(ids, [TILE * 3 + 5] * 2, what="native", kernel=NATIVE, case=f"{dtype}-V{V}")
     gate.equal(normalized_argmax_ref(logits, dtype, lse=lse), ids, what="MLX lse", kernel=ORACLE, case=f"{dtype}-V{V}")
     gate.equal(normalized_argmax_ref(logits, dtype), ids, what="float64 lse", kernel=ORACLE, case=f"{dtype}-V{V}")
 
@@ -343,16 +419,30 @@ def test_full_vocabulary_151936(gate, dtype):
 @PROPERTY_SETTINGS
 @given(batch=sts.logits_batches())
 def test_mlx_argmax_ref_is_mx_argmax(gate, batch):
+    """On rows without a NaN (NaN rows: MLX's rule is recorded by test_mlx_argmax_signed_zero_and_nan)."""
     ids = np.array(mx.argmax(to_mlx(batch.logits), -1, stream=mx.cpu))
-    gate.equal(ids, mlx_argmax_ref(batch.logits), what="first maximum; NaN beats everything", kernel="mx.argmax",
-               case=f"{batch.dtype}-V{batch.vocab}-{'-'.join(batch.plants)}")
+    clean = nan_free(batch.logits)
+    with relied_on(NATIVE_RELIED_ON):
+        gate.equal(ids[clean], mlx_argmax_ref(batch.logits)[clean], what="first maximum, on the rows without a NaN",
+                   kernel="mx.argmax", case=f"{batch.dtype}-V{batch.vocab}-{'-'.join(batch.plants)}")
 
 
 def test_mlx_argmax_signed_zero_and_nan(gate):
     x = np.array([[-0.0, 0.0, -1.0], [0.0, -0.0, -1.0], [1.0, np.nan, np.nan], [np.nan, np.inf, 2.0]], np.float32)
+    gate.equal(mlx_argmax_ref(x), [0, 0, 1, 0], what="mlx_argmax_ref: signed zeros tie (first wins); first NaN wins",
+               kernel="reference.sampling.mlx_argmax_ref")
     ids = np.array(mx.argmax(mx.array(x), -1, stream=mx.cpu))
-    gate.equal(ids, mlx_argmax_ref(x), what="signed zeros tie (first wins); first NaN wins", kernel="mx.argmax")
-    gate.equal(ids, [0, 0, 1, 0], what="the same, spelled out", kernel="mx.argmax")
+    with relied_on(NATIVE_RELIED_ON):
+        gate.equal(ids[:2], [0, 0], what="signed zeros tie, the first wins", kernel="mx.argmax")
+    nan_ids = [int(i) for i in ids[2:]]
+    gate.finding("mx.argmax (CPU) on rows with NaN " + ("returns the first NaN's index (NaN beats every number)"
+                                                        if nan_ids == [1, 0] else f"returns {nan_ids}, not the first "
+                                                        "NaN's index [1, 0] (mlx_argmax_ref's rule)"),
+                 {"mlx": mx.__version__, "rows": ["[1, nan, nan]", "[nan, inf, 2]"], "mx.argmax": nan_ids,
+                  "mlx_argmax_ref": [int(i) for i in mlx_argmax_ref(x)[2:]],
+                  "consequence": "none for the project: normalized_argmax (float32/float16/bfloat16) treats NaN "
+                                 "as -inf and is compared with native only on rows without a NaN score"},
+                 kernel="mx.argmax")
 
 
 # --- bad input -----------------------------------------------------------------------------------

@@ -1,8 +1,0 @@
-#!/bin/bash
-# Call 3: the pooled H200 baseline of the final tree (3 separate perf.run processes, pooled, then a 4th
-# process gating against it), via the committed pooled.sh. Outputs tarred (the device returns few files).
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-test -d /tmp/site/mlx || { echo "MLX not installed on this host: repeat steps 1 and 2"; exit 3; }
-mkdir -p $OUT/pooled
-OUT=$OUT/pooled POOL_TIMEOUT=${POOL_TIMEOUT:-110} GATE_TIMEOUT=${GATE_TIMEOUT:-140} bash perf/runs/2026-11-29-h200-pooled/pooled.sh 2>&1 | tail -40
-tar czf $OUT/call3.tgz -C $OUT pooled

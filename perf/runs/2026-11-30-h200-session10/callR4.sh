@@ -1,8 +1,0 @@
-#!/bin/bash
-# Session 10, call R4 (after the two install steps): the pooled baseline of the final tree (multi-query's ring partial
-# the CUDA default), perf/pooled.sh, distinct inputs (perf.run's default).
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-test -d /tmp/site/mlx || { echo "MLX not installed on this host: repeat steps 1 and 2"; exit 3; }
-mkdir -p $OUT/callR4/pooled
-OUT=$OUT/callR4/pooled POOL_TIMEOUT=140 GATE_TIMEOUT=140 bash perf/pooled.sh 2>&1 | tail -14
-tar czf $OUT/callR4.tgz -C $OUT callR4 && rm -rf $OUT/callR4
