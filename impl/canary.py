@@ -198,7 +198,7 @@ def status_without_running(arm_reason: str) -> CanaryResult:
     reason = unavailable_reason()
     if reason:
         return CanaryResult("unavailable", reason, device_name=metal_device_name())
-    return CanaryResult("not_run", f"the metal arm does not run in this session ({arm_reason}); "
+    return CanaryResult("not_run", f"the metal arm is not part of this pytest run ({arm_reason}); "
                                    "`python -m impl.canary` checks the device on its own",
                         device_name=metal_device_name())
 

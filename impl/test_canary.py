@@ -314,8 +314,8 @@ def test_under_xdist_each_worker_checks_before_its_first_metal_test(tmp_path):
     assert 1 <= len(records) <= 2 and all(r["where"].startswith("gw") for r in records)
 
 
-def test_session_without_the_metal_arm_records_why(tmp_path):
-    # --device cpu: the metal arm never runs, on any machine, so the session's record says why.
+def test_a_run_without_the_metal_arm_records_why(tmp_path):
+    # --device cpu: the metal arm never runs, on any machine, so the run's one did-not-run record says why.
     results = tmp_path / "results.jsonl"
     run = subprocess.run([sys.executable, "-m", "pytest", "meta_tests/test_smoke_conftest.py::test_profile_selection_"
                           "follows_environment", "--device", "cpu", "-q", "-p", "no:xdist"], cwd=ROOT,

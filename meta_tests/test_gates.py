@@ -226,7 +226,7 @@ def test_gate_fixture_writes_the_results_file(tmp_path, monkeypatch, make_gate):
     assert record["gate"] == "equal" and record["schema"] == recorder.SCHEMA_VERSION
 
 
-# --- shapes, empty inputs, findings (session 15's audit) -----------------------------------------------
+# --- shapes, empty inputs, findings ----------------------------------------------------------------------
 
 SHAPE_MISMATCHES = {
     "max_ulp": lambda g: g.max_ulp(np.zeros(3, np.float32), np.zeros(4), ulps=1, why="x"),

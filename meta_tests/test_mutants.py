@@ -214,7 +214,18 @@ def run_standin(root: Path, tmp_path: Path, *mutants: Mutant, **options):
     return report, list(read_records(results))
 
 
-def test_a_killed_mutant_names_its_killer(standin, tmp_path):
+@pytest.fixture(params=["zygote", "process"])
+def launcher(request, monkeypatch):
+    """Both ways an inner run starts: forked from a warm zygote (Linux, the CPU device) or a plain process."""
+    from mutants import runner
+
+    monkeypatch.setenv(runner.ZYGOTE_ENV, "1" if request.param == "zygote" else "0")
+    if request.param == "zygote" and not runner.zygote_fits("cpu"):
+        pytest.skip(f"no zygote on {sys.platform}: inner runs start plain processes there")
+    return request.param
+
+
+def test_a_killed_mutant_names_its_killer(standin, tmp_path, launcher):
     mutant = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
     report, records = run_standin(standin, tmp_path, mutant)
     (result,) = report.results
@@ -323,11 +334,62 @@ def test_no_killing_test_ran_is_an_error(standin, tmp_path):
     assert result.status == "error" and "no killing test ran (1 skipped" in result.detail
 
 
-def test_a_hanging_mutant_times_out_as_an_error(standin, tmp_path):
+def test_a_hanging_mutant_times_out_as_an_error(standin, tmp_path, launcher):
     mutant = standin_mutant("sum_hangs", "return a + b", "import time; time.sleep(60)", "test_calc.py::test_add")
-    report, _ = run_standin(standin, tmp_path, mutant, clean_check=False, timeout=3)
-    (result,) = report.results
-    assert result.status == "error" and result.detail.startswith("timed out after")
+    fine = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
+    report, _ = run_standin(standin, tmp_path, mutant, fine, clean_check=False, timeout=3)
+    hung, after = report.results
+    assert hung.status == "error" and hung.detail.startswith("timed out after")
+    assert after.status == "killed", "the run after a timeout still works (a zygote survives its child's kill)"
+
+
+def test_zygote_fits_only_the_cpu_device_on_linux(monkeypatch):
+    from mutants import runner
+
+    monkeypatch.setenv(runner.ZYGOTE_ENV, "1")
+    assert runner.zygote_fits("cpu") == sys.platform.startswith("linux")
+    assert not runner.zygote_fits("gpu") and not runner.zygote_fits(None)  # Metal / CUDA after fork: unsafe
+    monkeypatch.setenv(runner.ZYGOTE_ENV, "0")
+    assert not runner.zygote_fits("cpu")
+
+
+def test_forked_runs_import_the_copys_modules_and_report_their_exit(standin, tmp_path):
+    """A zygote's child runs in the copy as ``python -m pytest`` would: the copy's modules, its environment, its
+    exit status; a dead zygote is an error, not a hang."""
+    from mutants import runner
+
+    if not runner.zygote_fits("cpu"):
+        pytest.skip(f"no zygote on {sys.platform}")
+    (standin / "test_env.py").write_text(
+        "import os, sys\n\nimport calc\n\n\ndef test_where():\n"
+        "    assert os.path.dirname(calc.__file__) == os.getcwd() == sys.path[0]\n"
+        "    assert os.environ['MARK'] == 'copy' and sys.dont_write_bytecode\n")
+    env = {"PATH": "/usr/bin:/bin", "MARK": "copy"}
+    zygote = runner.Zygote(sys.executable, {"PATH": "/usr/bin:/bin", "MARK": "zygote"})
+    try:
+        code, timed_out = zygote.run(standin, ["test_env.py", "-q", "-p", "no:cacheprovider"], env,
+                                     tmp_path / "log.txt", timeout=60)
+        assert (code, timed_out) == (0, False), (tmp_path / "log.txt").read_text()
+        code, _ = zygote.run(standin, ["test_calc.py::test_half_is_broken", "-q", "-p", "no:cacheprovider"], env,
+                             tmp_path / "log.txt", timeout=60)
+        assert code == 1 and "1 failed" in (tmp_path / "log.txt").read_text()
+        zygote.process.kill()
+        zygote.process.wait()
+        with pytest.raises((RuntimeError, OSError)):
+            zygote.run(standin, ["test_env.py"], env, tmp_path / "log.txt", timeout=60)
+        assert zygote.broken
+    finally:
+        zygote.close()
+
+
+def test_the_clean_check_in_shares_counts_every_test(standin, tmp_path, launcher):
+    (standin / "test_more.py").write_text("from calc import add\n\n\ndef test_add_zero():\n    assert add(2, 0) == 2\n")
+    first = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
+    second = standin_mutant("sum_is_a_product", "return a + b", "return a * b", "test_more.py::test_add_zero")
+    results = tmp_path / "results.jsonl"
+    report = run_catalog([first, second], root=standin, workers=2, results_path=results, log=lambda line: None)
+    assert report.clean.passed and report.clean.run.passed == 2, report.clean.run.output
+    assert [r.status for r in report.results] == ["killed", "killed"]
 
 
 def test_tree_files_outside_git_skip_caches(standin):
@@ -389,8 +451,9 @@ def test_bad_profile_or_a_missing_gpu_is_a_usage_error(monkeypatch, capsys):
 
 
 def test_stopping_the_runner_kills_its_inner_runs():
-    # python -m mutants turns SIGTERM into this (then KeyboardInterrupt): inner pytest runs live in their own
-    # sessions, so without it a cancelled CI job left them running and their temporary copies on disk.
+    # python -m mutants turns SIGTERM into this (then KeyboardInterrupt): inner pytest runs lead their own process
+    # groups (start_new_session), so without it a cancelled CI job would leave them running and their temporary
+    # copies on disk.
     from mutants import runner
 
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)

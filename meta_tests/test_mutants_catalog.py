@@ -4,7 +4,7 @@ The whole catalog runs here, 2 mutants at a time, each against its killing
 tests in a temporary copy of the tree, after the clean check (the union of the
 killing tests passes on the unmutated tree). Measured on 2 cores with the ci
 profile: about 50 s for 38 mutants alone, under 2 minutes inside ``make test``
-(README "Mutants"). One ``mutant`` record per mutant goes to the session's
+(README "Mutants"). One ``mutant`` record per mutant goes to the run's
 results file, so ``make gate``'s report shows the score; a survivor or an
 error fails this test, and with it ``make test`` and ``make gate``.
 
@@ -44,7 +44,7 @@ def test_selection_values():
 def test_every_mutant_is_killed(request):
     choice = os.environ.get(SELECTION_ENV, "all")
     if choice == "off":
-        pytest.skip(f"{SELECTION_ENV}=off: the mutant catalog is not run in this session")
+        pytest.skip(f"{SELECTION_ENV}=off: the mutant catalog is not part of this pytest run")
     mutants = selected(choice)
     lines = []
     report = run_catalog(mutants, device=request.config.mlxgate_device, workers=2, log=lines.append)

@@ -38,6 +38,7 @@ proves nothing, so such mutants are errors, not kills.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -189,22 +190,141 @@ def _child_env(tree: Path, outcomes: Path, profile: str, root: Path) -> dict[str
     return env
 
 
+ZYGOTE_SCRIPT = Path(__file__).with_name("zygote.py")
+ZYGOTE_ENV = "MLXGATE_MUTANTS_ZYGOTE"  # "0": plain processes even where a zygote fits
+
+
+def zygote_fits(device: str | None) -> bool:
+    """Whether inner runs may fork from a warm zygote (``mutants/zygote.py``): Linux and the CPU device only."""
+    return sys.platform.startswith("linux") and device == "cpu" and os.environ.get(ZYGOTE_ENV, "1") != "0"
+
+
+class Zygote:
+    """One warm interpreter (``mutants/zygote.py``) that runs one inner pytest at a time, forked from it."""
+
+    def __init__(self, python: str, env: dict[str, str]):
+        self.process = subprocess.Popen([python, str(ZYGOTE_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        env=env, text=True, start_new_session=True)
+        self.broken = False
+
+    def run(self, cwd: Path, args: Sequence[str], env: dict[str, str], log: Path, timeout: float) -> tuple[int | None, bool]:
+        """(exit code or None, timed out) of ``pytest args`` in ``cwd``; its output is in ``log``.
+
+        Any failure of the exchange leaves the zygote ``broken`` (its child killed): the pool replaces it."""
+        request = {"cwd": str(cwd), "args": list(args), "env": env, "log": str(log)}
+        run = None
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            run = _ForkedRun(self._reply("pid"))
+            LIVE.add(run)
+            timer = threading.Timer(timeout, run.kill)
+            timer.start()
+            try:
+                code = self._reply("exit")
+            finally:
+                timer.cancel()
+            return (None if run.killed else code), run.killed
+        except BaseException:
+            self.broken = True
+            if run is not None:
+                run.kill()
+            self.close()
+            raise
+        finally:
+            if run is not None:
+                LIVE.discard(run)
+
+    def _reply(self, key: str) -> int:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the mutants zygote exited (status {self.process.poll()})")
+        return int(json.loads(line)[key])
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass(eq=False)
+class _ForkedRun:
+    """A zygote's child: ``pid`` leads its own process group."""
+
+    pid: int
+    killed: bool = False
+
+    def kill(self) -> None:
+        self.killed = True
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class ZygotePool:
+    """Zygotes for ``workers`` concurrent runs; each run borrows one (``with pool.borrow() as zygote``)."""
+
+    def __init__(self, python: str, env: dict[str, str], workers: int):
+        self.python, self.env = python, env
+        self.free = [Zygote(python, env) for _ in range(max(1, workers))]
+        self.lock = threading.Lock()
+        self.available = threading.Semaphore(len(self.free))
+
+    @contextlib.contextmanager
+    def borrow(self):
+        self.available.acquire()
+        with self.lock:
+            zygote = self.free.pop()
+        try:
+            yield zygote
+        finally:
+            with self.lock:
+                self.free.append(Zygote(self.python, self.env) if zygote.broken else zygote)
+            self.available.release()
+
+    def close(self) -> None:
+        for zygote in self.free:
+            zygote.close()
+
+
 def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable, device: str | None = None,
                profile: str = "ci", timeout: float = DEFAULT_TIMEOUT, stop_first: bool = True, workers: int = 0,
-               root: Path = REPO_ROOT) -> PytestRun:
-    """``python -m pytest tests`` with cwd ``tree`` (see the module docstring for the environment)."""
+               root: Path = REPO_ROOT, zygotes: ZygotePool | None = None) -> PytestRun:
+    """``python -m pytest tests`` with cwd ``tree`` (see the module docstring for the environment); forked from a
+    warm zygote of ``zygotes`` when given (an xdist run, ``workers`` > 1, always starts a plain process)."""
     outcomes = tree / ".mutant-outcomes.json"
-    command = [python, "-m", "pytest", *tests, "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider",
-               "-p", "mutants.pytest_plugin"]
+    args = [*tests, "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider", "-p", "mutants.pytest_plugin"]
     if stop_first:
-        command.append("-x")
+        args.append("-x")
     if workers > 1:
-        command += ["-n", str(workers)]
+        args += ["-n", str(workers)]
     if device:
-        command += ["--device", device]
+        args += ["--device", device]
+    env = _child_env(tree, outcomes, profile, root)
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=tree, env=_child_env(tree, outcomes, profile, root),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    if zygotes is not None and workers <= 1:
+        log = tree / ".mutant-output.txt"
+        with zygotes.borrow() as zygote:
+            _, timed_out = zygote.run(tree, args, env, log, timeout)
+        output = log.read_bytes() if log.exists() else b""
+    else:
+        output, timed_out = _run_process([python, "-m", "pytest", *args], tree, env, timeout)
+    seconds = time.perf_counter() - start
+    text = output.decode(errors="replace")
+    if timed_out or not outcomes.exists():
+        return PytestRun(None, 0, 0, 0, [], seconds, text, timed_out)
+    data = json.loads(outcomes.read_text())
+    return PytestRun(data["exitstatus"], data["passed"], data["failed"], data["skipped"], data["failed_ids"],
+                     seconds, text)
+
+
+def _run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[bytes, bool]:
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
     LIVE.add(process)
     timed_out = False
     try:
@@ -215,13 +335,7 @@ def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable
         output, _ = process.communicate()
     finally:
         LIVE.discard(process)
-    seconds = time.perf_counter() - start
-    text = output.decode(errors="replace")
-    if timed_out or not outcomes.exists():
-        return PytestRun(None, 0, 0, 0, [], seconds, text, timed_out)
-    data = json.loads(outcomes.read_text())
-    return PytestRun(data["exitstatus"], data["passed"], data["failed"], data["skipped"], data["failed_ids"],
-                     seconds, text)
+    return output, timed_out
 
 
 LIVE: set = set()  # inner pytest processes running now (started with setsid: a signal to our group does not reach them)
@@ -396,14 +510,58 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
         if result.status != "stale":
             runnable.append(result)
 
+    zygotes: ZygotePool | None = None
+    if zygote_fits(device) and runnable:
+        base_env = {k: v for k, v in _child_env(root, Path(os.devnull), profile, root).items()
+                    if k not in ("MLXGATE_RESULTS", OUTCOMES_ENV)}
+        zygotes = ZygotePool(python, base_env, workers)
+    try:
+        return _run_all(results, runnable, left_out, files, zygotes, root=root, python=python, device=device,
+                        requested_device=requested_device, arms=arms, profile=profile, workers=workers,
+                        timeout=timeout, clean_check=clean_check, record=record, results_path=results_path, log=log,
+                        start=start)
+    finally:
+        if zygotes is not None:
+            zygotes.close()
+
+
+def _clean_run(tests: list[str], files: list[str], zygotes: ZygotePool | None, workers: int, root: Path,
+               **options) -> PytestRun:
+    """The union of the killing tests on unmutated copies: one pytest -n ``workers``, or with zygotes one forked
+    run per share of the test files, ``workers`` at a time, each in its own copy (what xdist would do, without its
+    workers' imports)."""
+    by_file: dict[str, list[str]] = {}
+    for test in tests:
+        by_file.setdefault(test.split("::", 1)[0], []).append(test)
+    shares: list[list[str]] = [[] for _ in range(min(max(1, workers), len(by_file)) if zygotes else 1)]
+    for group in sorted(by_file.values(), key=len, reverse=True):
+        min(shares, key=len).extend(group)
+
+    def one(share: list[str]) -> PytestRun:
+        with tempfile.TemporaryDirectory(prefix="mlxgate-clean-") as tmp:
+            copy_tree(Path(tmp), files, root)
+            return run_pytest(Path(tmp), share, stop_first=False, workers=0 if zygotes else workers, root=root,
+                              zygotes=zygotes, **options)
+
+    with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+        runs = list(pool.map(one, shares))
+    if len(runs) == 1:
+        return runs[0]
+    statuses = [r.exitstatus for r in runs]
+    status = None if None in statuses else max(statuses, key=lambda code: (code not in (0, 5), code))
+    return PytestRun(status, sum(r.passed for r in runs), sum(r.failed for r in runs), sum(r.skipped for r in runs),
+                     [i for r in runs for i in r.failed_ids], max(r.seconds for r in runs),
+                     "\n".join(r.output for r in runs), any(r.timed_out for r in runs))
+
+
+def _run_all(results, runnable, left_out, files, zygotes, *, root, python, device, requested_device, arms, profile,
+             workers, timeout, clean_check, record, results_path, log, start) -> Report:
     clean = None
     if clean_check and runnable:
         clean = CleanCheck(expand_tests((t for r in runnable for t in r.tests), ()))
         log(f"mutants: clean check: {len(clean.tests)} killing tests on the unmutated tree ...")
-        with tempfile.TemporaryDirectory(prefix="mlxgate-clean-") as tmp:
-            copy_tree(Path(tmp), files, root)
-            clean.run = run_pytest(Path(tmp), clean.tests, python=python, device=requested_device, profile=profile,
-                                   timeout=timeout * 2, stop_first=False, workers=workers, root=root)
+        clean.run = _clean_run(clean.tests, files, zygotes, workers, root, python=python, device=requested_device,
+                               profile=profile, timeout=timeout * 2)
         r = clean.run
         log(f"mutants: clean check {'passed' if clean.passed else 'FAILED'} in {r.seconds:.1f} s "
             f"({r.passed} passed, {r.failed} failed, {r.skipped} skipped)")
@@ -444,7 +602,7 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
                 copy_tree(tree, files, root)
                 apply_mutant(result.mutant, tree, root)
                 run = run_pytest(tree, result.tests, python=python, device=requested_device, profile=profile,
-                                 timeout=timeout, root=root)
+                                 timeout=timeout, root=root, zygotes=zygotes)
             result.seconds = run.seconds
             result.status, result.killed_by, result.detail = _classify(run)
         except StaleMutant as exc:  # the file changed under the run (others edit this checkout too)

@@ -84,7 +84,7 @@ def test_kvq4_decode(arm, gate, body, dtype, geometry):
                               kernel=KERNEL, case=case.id)
 
     # KL against MLX's path. Its eps is not the error-ratio bound (a limit derived from that bound passes whenever the
-    # error-ratio gate passed: session 15's audit measured it 10^4 times the KL, so the gate could not fail alone):
+    # error-ratio gate passed: measured at 10^4 times the KL, so the gate could not fail alone):
     # the kernel is held to 2 u max|ref| of the oracle (its output's rounding, doubled for the float32
     # accumulation), and MLX's path is where it is (measured); their sum bounds |out - control| (triangle).
     control = mlx_path(case)

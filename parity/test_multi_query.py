@@ -15,8 +15,8 @@ a 32-key block, a long cache of 16 splits, forced splits, views):
   element give KL <= (eps * max_j ||W_j||_1)^2 / 2 (Hoeffding), with eps =
   2 u max|ref| (u: the working precision's unit roundoff; the output's rounding,
   doubled for the accumulation), not the error-ratio bound: a limit derived from
-  that bound would pass whenever the error-ratio gate passed (session 15's audit
-  measured it 10^4-10^5 times the KL), so this gate could never fail on its own.
+  that bound would pass whenever the error-ratio gate passed (measured at
+  10^4-10^5 times the KL), so this gate could never fail on its own.
 * (recorded, not gated) how far MLX's own ``mx.fast.scaled_dot_product_attention``
   with ``mask="causal"`` is from the oracle on the same inputs, as a finding.
 """
@@ -284,7 +284,7 @@ def test_the_call_is_two_kernels_and_hands_q_over_as_given(monkeypatch):
     """The compiled arm's call (``_kernel_call``, what ``_compiled_call`` traces) is the partial and the merge and
     nothing else: q goes to the partial as the caller's view (no ``mx.contiguous`` node: the body reads
     ``q_strides``), the partial's one output to the merge, the merge's output back. Each extra node or output costs
-    the H200's host time per call (perf/RESULTS.md, thirteenth pass), so this holds the call's shape on any machine
+    the H200's host time per call (perf/RESULTS.md, "A call's fixed cost"), so this holds the call's shape on any machine
     (a stand-in for the two launches: nothing runs)."""
     import impl.multi_query as mq
 

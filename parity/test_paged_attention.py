@@ -274,7 +274,7 @@ def test_parts_layout_is_values_then_max_then_sum():
         paged.pack_partials(o, m, l, count - 1)
 
 
-# --- audit regressions (session: adversarial audit of the public calls) -----------------------------------------
+# --- audit regressions (adversarial inputs to the public calls) -------------------------------------------------
 
 @pytest.mark.parametrize("call", [paged_attention, paged_attention_gather], ids=["direct", "gather"])
 @pytest.mark.parametrize("scale", [1e39, -1e39, 3.5e38, 1e300])

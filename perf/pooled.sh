@@ -1,8 +1,7 @@
 #!/bin/bash
 # The pooled baseline of a GPU and the regression gate's calibration (perf/regression.py, perf/RESULTS.md
 # "Calibration"). Run from the repo root on the GPU machine (PYTHONPATH has MLX-CUDA and the repo); everything
-# lands in $OUT; the committed baseline is never touched. (The first run's copy, as it ran, is
-# perf/runs/2026-11-29-h200-pooled/pooled.sh; later sessions called this one through their dated call scripts.)
+# lands in $OUT (with a copy of this script, as it ran); the committed baseline is never touched.
 #
 #   processes 1-3: python -m perf.run --suite h200 --save $OUT/pN.json  (each a separate process)
 #   pool:          python -m perf.baseline update --from p1 --from p2 --from p3 --dir $OUT/baselines
@@ -82,11 +81,11 @@ baselines/$KEY.json: them pooled (floor $FLOOR_MS ms); gate.jsonl, gate_log.txt:
 against that pooled baseline; calibration.json: that process's a1/a2/slowed samples; calibration.txt:
 python -m perf.regression on them; pooled_show.txt, pool.log; gpu.txt, versions.txt; pooled.sh: this script.
 
-To commit, from the repo root, with D = this folder (the run's files) and R = its dated home under perf/runs/
-(e.g. perf/runs/$DAY-h200-sessionN/pooled), then write down which commit's tree ran:
+To commit, from the repo root, with D = this folder (the run's files) and R = its home under records/
+(e.g. records/h200-pooled), then write down which commit's tree ran:
 
     mkdir -p R && cp -r D/. R/ && rm -r R/baselines
     .venv/bin/python -m perf.baseline update --from R/p1.json --from R/p2.json --from R/p3.json --gate-floor-ms $FLOOR_MS
-    make test   # the calibration tests replay perf/runs/2026-11-29-h200-pooled, which this run does not replace
+    make test   # the calibration tests replay records/h200-calibration, which this run does not replace
 EOF
 echo "total $(( $(date +%s) - began )) s; how to commit these files: $OUT/README.md"

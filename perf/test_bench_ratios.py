@@ -19,8 +19,9 @@ intermediates move relative to the control's:
   graph arm writes and re-reads G float32 products for K's lane sums and G for
   V's weighted sum (~16 x G bytes; G = Hq/Hkv = 4 here: ~64 bytes), against
   ~12 bytes for gather + SDPA (2 bytes read, written, read again, for K and V):
-  ~5x; times ~3 for the load of other processes (CPU medians were seen to
-  shift up to 2x under load, perf/runs/2026-11-29-cpu), times 2 of slack.
+  ~5x; times ~3 for the load of other processes (CPU medians shift up to
+  +116% under it: perf/RESULTS.md, "Calibration of the regression gate on
+  the H200"), times 2 of slack.
   Measured here (2-core EPYC, serial): 0.8x at 32/8/D128/N1k, 2.0x at
   16/8/D256/N4k.
 * kvq4 decode, graph vs dequantize + SDPA: <= 16x: both dequantize K/V into

@@ -3,7 +3,7 @@
 One test per case of ``perf.run.suite_groups(--perf-suite)`` (the CPU grid on
 the CPU, the GPU grid on a GPU): time it (``perf/conftest.py``'s ``bench``),
 append its perf record (``reports/SCHEMA.md``: median, IQR, bytes, FLOPs, GB/s,
-% of the copy bandwidth measured once per session) to the run's results, and,
+% of the copy bandwidth measured once per pytest run) to the run's results, and,
 when the run is serial and this device key has a baseline holding the case,
 judge it with the regression gate as ``perf.run`` does
 (``perf.regression.judge``: against the baseline's processes, kept apart in a

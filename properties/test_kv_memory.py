@@ -31,7 +31,7 @@ import mlx.core as mx
 import pytest
 
 from impl.kv import PagedKvRows, PagedKVCache, Quantization, next_pool_size, pool_blocks_for
-from properties.strategies.kv import KvSpec, random_kv
+from properties.strategies.kv import KvSpec, random_kv, young_heap
 
 CYCLES = 40
 BLOCK_SIZE = 8
@@ -59,45 +59,46 @@ def max_pool_blocks() -> int:
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
 def test_cycles_keep_active_memory_bounded(spec):
-    baseline = settle()
-    seed = 0
+    with young_heap():  # settle()'s collections scan this test's objects, not the worker's whole heap
+        baseline = settle()
+        seed = 0
 
-    def new_row(tokens: int) -> PagedKVCache:
-        nonlocal seed
-        seed += 1
-        cache = PagedKVCache(CAPACITY, BLOCK_SIZE, quantization=spec.quantization)
-        cache.append(*random_kv(seed, spec, tokens))
-        return cache
+        def new_row(tokens: int) -> PagedKVCache:
+            nonlocal seed
+            seed += 1
+            cache = PagedKVCache(CAPACITY, BLOCK_SIZE, quantization=spec.quantization)
+            cache.append(*random_kv(seed, spec, tokens))
+            return cache
 
-    rows = PagedKvRows(CAPACITY, BLOCK_SIZE, quantization=spec.quantization)
-    rows.merge_rows([new_row(5), new_row(17), new_row(30)])
-    page = resource.getpagesize()
-    worst = 0
-    for cycle in range(CYCLES):
-        seed += 1
-        keys, values = rows.update_and_fetch(*random_kv(seed, spec, 1 + cycle % BLOCK_SIZE, rows.batch_size))
-        mx.eval(keys, values)
-        view = rows.append_and_fetch(*random_kv(seed + 10_000, spec, 1, rows.batch_size))
-        mx.eval(view.rows[-1].fetch())
-        extracted = rows.extract_row(cycle % rows.batch_size)
-        rows.filter_rows([i for i in range(rows.batch_size) if i != cycle % rows.batch_size])
-        if extracted.offset > MAX_TOKENS:
-            extracted.trim(extracted.offset - MAX_TOKENS // 2)
-        rows.merge_rows([rows, extracted])
-        if rows.batch_size < MAX_ROWS and cycle % 3 == 0:
-            rows.merge_rows([rows, new_row(1 + cycle % 20)])
-        for cache in rows.rows:  # every row back under MAX_TOKENS
-            if cache.offset > MAX_TOKENS:
-                cache.trim(cache.offset - MAX_TOKENS)
-        del cache
-        del keys, values, view, extracted
-        mx.eval(rows.state())
-        live = sum(row.nbytes for row in rows.rows)
-        planes = len(rows.state())
-        used = settle() - baseline
-        bound = live + planes * 2 * page + SMALL
-        assert used <= bound, f"cycle {cycle}: {used} active bytes > bound {bound} (live pools {live})"
-        assert max(row.pool.num_blocks for row in rows.rows) <= max_pool_blocks()
-        worst = max(worst, used)
-    del rows
-    assert settle() - baseline <= SMALL, "memory not returned after the rows were dropped"
+        rows = PagedKvRows(CAPACITY, BLOCK_SIZE, quantization=spec.quantization)
+        rows.merge_rows([new_row(5), new_row(17), new_row(30)])
+        page = resource.getpagesize()
+        worst = 0
+        for cycle in range(CYCLES):
+            seed += 1
+            keys, values = rows.update_and_fetch(*random_kv(seed, spec, 1 + cycle % BLOCK_SIZE, rows.batch_size))
+            mx.eval(keys, values)
+            view = rows.append_and_fetch(*random_kv(seed + 10_000, spec, 1, rows.batch_size))
+            mx.eval(view.rows[-1].fetch())
+            extracted = rows.extract_row(cycle % rows.batch_size)
+            rows.filter_rows([i for i in range(rows.batch_size) if i != cycle % rows.batch_size])
+            if extracted.offset > MAX_TOKENS:
+                extracted.trim(extracted.offset - MAX_TOKENS // 2)
+            rows.merge_rows([rows, extracted])
+            if rows.batch_size < MAX_ROWS and cycle % 3 == 0:
+                rows.merge_rows([rows, new_row(1 + cycle % 20)])
+            for cache in rows.rows:  # every row back under MAX_TOKENS
+                if cache.offset > MAX_TOKENS:
+                    cache.trim(cache.offset - MAX_TOKENS)
+            del cache
+            del keys, values, view, extracted
+            mx.eval(rows.state())
+            live = sum(row.nbytes for row in rows.rows)
+            planes = len(rows.state())
+            used = settle() - baseline
+            bound = live + planes * 2 * page + SMALL
+            assert used <= bound, f"cycle {cycle}: {used} active bytes > bound {bound} (live pools {live})"
+            assert max(row.pool.num_blocks for row in rows.rows) <= max_pool_blocks()
+            worst = max(worst, used)
+        del rows
+        assert settle() - baseline <= SMALL, "memory not returned after the rows were dropped"

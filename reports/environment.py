@@ -53,9 +53,32 @@ def git_state(root: Path = ROOT) -> dict:
     return {"commit": commit.strip() if commit else None, "dirty": None if status is None else bool(status.strip())}
 
 
+def dependency_state(root: Path = ROOT) -> dict | None:
+    """The lock of this platform nearest what is installed: ``{"lock": path, "differs": [lines]}``, or None where
+    ``locks/`` has none for this platform. ``differs`` empty: the tested versions exactly (``make`` builds .venv
+    so); otherwise each package as ``scripts/deps_drift.py`` prints it (locked -> installed), e.g. a DEPS=newest run.
+    """
+    import platform as _platform
+    import sys
+
+    from scripts import deps_drift, lock
+
+    installed = deps_drift.installed()
+    best = None
+    for name, (_, system, machine, _) in lock.LOCKS.items():
+        path = root / "locks" / f"{name}.txt"
+        if (system, machine) != (sys.platform, _platform.machine()) or not path.is_file():
+            continue
+        lines = deps_drift.drift(deps_drift.read_lock(path.read_text()), installed).lines()
+        if best is None or len(lines) < len(best["differs"]):
+            best = {"lock": f"locks/{name}.txt", "differs": [line.strip() for line in lines]}
+    return best
+
+
 def run_context(root: Path = ROOT) -> dict:
     """Fields for the environment record (all JSON-serializable)."""
     return {
+        "dependencies": dependency_state(root),
         "os": f"{platform.system()} {platform.release()}",
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "mlx_backend": mlx_backend(),

@@ -196,6 +196,16 @@ def test_sections(tests: list[dict]) -> dict[str, Any]:
     }
 
 
+def dependencies_text(deps) -> str:
+    """The environment record's ``dependencies``: the lock it was installed from, or how it differs from it."""
+    if not isinstance(deps, dict) or not deps.get("lock"):
+        return "no lock for this platform (locks/)"
+    differs = [str(line) for line in deps.get("differs") or []]
+    if not differs:
+        return f"{deps['lock']}, exactly (the tested versions)"
+    return f"{len(differs)} differ from {deps['lock']} (locked -> installed): " + "; ".join(differs)
+
+
 def environment_rows(env: dict, results: dict) -> list[tuple[str, str]]:
     git = env.get("git") or {}
     commit = git.get("commit")
@@ -208,6 +218,7 @@ def environment_rows(env: dict, results: dict) -> list[tuple[str, str]]:
         ("device", env.get("device") or "unknown"),
         ("MLX backend", env.get("mlx_backend") or "unknown"),
         ("versions", versions),
+        ("dependencies", dependencies_text(env.get("dependencies"))),
         ("git commit", (commit or "unknown") + ("" if dirty is None else " (dirty)" if dirty else " (clean)")),
         ("date", env.get("date") or ""),
         ("Hypothesis profile", env.get("profile") or ""),

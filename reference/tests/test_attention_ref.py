@@ -266,8 +266,8 @@ def test_baseline_rounds_in_the_input_dtype(gate, dtype):
               why=f"naive {dtype} attention: relative error <= (Dk + N) * u = 73 * {u:.3g} per element",
               kernel=ORACLE, case=f"baseline-{dtype}")
     # ... and it does round in T at every step: a "baseline" computed in float64 and cast to T once at the end would
-    # pass the bound above, but it sits at the one-rounding error, which step-by-step rounding exceeds (session 15's
-    # audit measured 2.25e-14 against 5.7e-16 in float32, 6.1e-6 against 2.7e-6 in bfloat16; fixed seed).
+    # pass the bound above, but it sits at the one-rounding error, which step-by-step rounding exceeds (measured:
+    # 2.25e-14 against 5.7e-16 in float32, 6.1e-6 against 2.7e-6 in bfloat16; fixed seed).
     once = metrics.nmse(oracle.astype(t), oracle)
     assert metrics.nmse(base, oracle) > once, (metrics.nmse(base, oracle), once)
 

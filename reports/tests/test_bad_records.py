@@ -1,5 +1,5 @@
 """What the summary and the renderer do with records they cannot count: refuse them, naming the file and line,
-and leave no report of an earlier run beside the new results (audit of session 15)."""
+and leave no report of an earlier run beside the new results."""
 
 from __future__ import annotations
 

@@ -52,8 +52,8 @@ def test_all_pass_report(reports):
     rows = gate_data(html)
     assert len(rows) == 60 and all(r["passed"] == 1 for r in rows)
     assert 'id="failed-gates"' not in html and 'id="reasons"' not in html
-    assert "Perf: not run in this session" in section(html, "perf")
-    assert "Mutants: not run in this session" in section(html, "mutants")
+    assert "Perf: not part of this run" in section(html, "perf")
+    assert "Mutants: not part of this run" in section(html, "mutants")
     assert "No findings recorded" in section(html, "findings")
 
 
@@ -255,3 +255,24 @@ def test_superseded_shrink_failures_are_counted_apart():
                                             "Hypothesis tried before the minimal one, not counted)")
     assert len([r for r in gate_data(html) if not r["passed"]]) == 3  # the table keeps every record
     assert [row["cells"][4] for row in table_rows(html, "failed-gates")] == ["n=3"]  # the minimal example
+
+
+@pytest.mark.parametrize("deps,shown", [
+    ({"lock": "locks/linux-x86_64.txt", "differs": []}, "locks/linux-x86_64.txt, exactly (the tested versions)"),
+    ({"lock": "locks/linux-x86_64.txt", "differs": ["ml-dtypes 0.7.0 -> 0.7.1", "numpy 2.4.6 -> 2.5.0"]},
+     "2 differ from locks/linux-x86_64.txt (locked -> installed): ml-dtypes 0.7.0 -> 0.7.1; numpy 2.4.6 -> 2.5.0"),
+    (None, "no lock for this platform (locks/)"),
+])
+def test_environment_says_which_lock_the_run_used(deps, shown):
+    # a DEPS=newest run names what changed beside its verdict; a locked run says it ran the tested versions
+    rows = dict(render.environment_rows(fixtures.environment(dependencies=deps), {}))
+    assert rows["dependencies"] == shown
+
+
+def test_the_environment_record_names_this_checkouts_lock():
+    from reports.environment import dependency_state
+
+    state = dependency_state()
+    if state is None:
+        pytest.skip("locks/ has no lock for this platform")
+    assert state["lock"].startswith("locks/") and isinstance(state["differs"], list)
