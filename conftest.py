@@ -108,6 +108,26 @@ def pytest_report_header(config):
             + (f" skipped=[{skipped}]" if skipped else "")]
 
 
+def slow_seconds(item) -> float | None:
+    """The measured cost a ``slow`` mark states (``slow(seconds=N)``), 0 when it states none; None if not slow."""
+    mark = item.get_closest_marker("slow")
+    if mark is None:
+        return None
+    seconds = mark.kwargs.get("seconds", 0)
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+        raise pytest.UsageError(f"{item.nodeid}: slow(seconds=) must be a number of seconds >= 0, got {seconds!r}")
+    return float(seconds)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """The slow tests first, longest first, the rest in collection order. xdist hands the pending tests out one per
+    worker in turn from the front, so the longest start at once, on different workers, and the short ones fill in
+    around them: on 2 cores the suite's tail was one 150 s nvcc test started late, alone."""
+    costs = {id(item): slow_seconds(item) for item in items}
+    items.sort(key=lambda item: (costs[id(item)] is None, -(costs[id(item)] or 0.0)))
+
+
 def pytest_generate_tests(metafunc):
     if "arm" not in metafunc.fixturenames:
         return

@@ -95,6 +95,7 @@ def argmax_launches() -> list[Launch]:
     return launches
 
 
+@pytest.mark.slow(seconds=25)
 @pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_every_kernel_compiles_as_cuda(tmp_path):
     failures = compile_batches(tmp_path, {"paged_attention": paged_launches() + strided_launches(),

@@ -192,6 +192,7 @@ class EmulatedLaunch(Launch):
         return "#define MLXGATE_SIMDGROUP_EMULATE\n" + super().cuda_source()
 
 
+@pytest.mark.slow(seconds=150)  # nvcc on 2 cores: ~90 s of it the 12 emulated units
 @pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_decode_kernels_compile_as_cuda(tmp_path):
     probes = [probe_launch(*(mx.zeros((64,)) for _ in range(3)), mx.zeros((256,)), t) for t in (False, True)]
