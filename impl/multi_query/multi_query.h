@@ -51,7 +51,7 @@ METAL_FUNC half4 load4_vector(const DEVICE_MEM T* src, ulong at) {
 #if defined(__CUDACC__)
 // CUDA, bfloat16 rows: the 4-vector as one 8-byte load of two words, each half widened by a shift or a mask (a
 // bfloat16 is the top half of its float32; nvcc had converted element by element: two PRMTs and four IMADs per
-// 4-vector in the staging, ncu on the H200, perf/runs/2026-11-30-h200-session6/callE2). Metal converts natively.
+// 4-vector in the staging, measured with ncu on the H200). Metal converts natively.
 template <>
 METAL_FUNC half4 load4_vector<__nv_bfloat16>(const __nv_bfloat16* src, ulong at) {
   const uint2 w = *(const uint2*)(src + at);
@@ -66,7 +66,7 @@ METAL_FUNC half4 load4_vector<__nv_bfloat16>(const __nv_bfloat16* src, ulong at)
 // word's two elements widen by a shift and a mask and round to nearest even as one pair, a float16 chunk is copied.
 // The same numbers as load4_vector's half4(float4): ncu on the H200 had that conversion, element by element through
 // half4, at ~4 instructions per element and 39% of the ring partial's instructions at 32/8/L8/D128 (byte permutes
-// assembling half4s; perf/runs/2026-11-30-h200-session10/callR6/prof/ring.sass.csv).
+// assembling half4s, in ncu's per-instruction SASS counts of the ring partial).
 METAL_FUNC uint half2_bits(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);  // lo in the low 16 bits: the element first in memory
   return *(const uint*)&h;

@@ -18,7 +18,7 @@ KV_BUFFERS
   bool rowOks[TILES];
   // Only the tiles read q and the scale: the SIMD groups past them stage their first block at once. (When every warp
   // read scale[0] here, 15% of the ring partial's stall samples were warps, stagers included, waiting for it before
-  // any copy went out: ncu on the H200, perf/runs/2026-11-30-h200-session10/callR5.)
+  // any copy went out: measured with ncu on the H200.)
   if (tile) {
     const float qscale = float(scale[0]);                // the softmax scale, in T
     UNROLL_FULL
@@ -27,7 +27,7 @@ KV_BUFFERS
       const bool rowOk = row < (uint)NQ;
       const uint rr = rowOk ? row / (uint)L : 0u, qi = rowOk ? row % (uint)L : 0u;
       // q may be any view (a decode step's q is often [1, L, H, D] transposed): read through its strides, so the
-      // call needs no copy of q (and no graph node for one: ~2 us of the H200 host's time per call, session 11).
+      // call needs no copy of q (and no graph node for one: measured, ~2 us of the H200 host's time per call).
       const auto qp = q + (ulong)(hk * (uint)REP + rr) * (ulong)q_strides[1] + (ulong)qi * (ulong)q_strides[2];
       const ulong qds = (ulong)q_strides[3];
       // Q * scale rounded to T (the seed's mulScalar in T), then to half.
@@ -85,7 +85,7 @@ COMPUTE_BLOCK      }
   } else {
 STAGER_LOOP  }
   // Partial results: unnormalized O, running max and sum per row, in ONE output (``part``; its layout:
-  // ``pack_parts``). MLX's host pays ~1.5-3 us per call for each output of a custom kernel (session 13, U4).
+  // ``pack_parts``). MLX's host pays ~1.5-3 us per call for each output of a custom kernel (measured on the H200).
   if (!tile) return;
   const ulong cells = (ulong)splits * (uint)KVH * (uint)NQ;  // (split, KV head, row) cells: m starts at cells * D
   UNROLL_FULL

@@ -10,7 +10,7 @@
   float maximum = -INFINITY;
   // Both loops unrolled by 8, so a slice issues 8 partitions' loads together (the merge took 9 us for 128
   // partitions at 32/8/D128 and 25 us for kvq4's 512 on the H200 before; unrolled: within noise at D128, 3.5%
-  // faster per call at D256/N128k, perf/runs/2026-11-30-h200-session5/callC1).
+  // faster per call at D256/N128k).
   UNROLL_BY_8
   for (uint part = slice; part < count; part += 8) maximum = max(maximum, parts[(row * count + part) * W + DV]);
   if (x == 0) tops[slice] = maximum;
