@@ -138,7 +138,7 @@ import mlx.core as mx
 
 from impl.arms import resolve_arm
 from impl.checks import check_choice, check_int
-from impl.kernels import KernelSpec, Launch
+from impl.kernels import KernelSpec, Launch, kernel_text
 
 __all__ = ["CHUNK", "ELIGIBLE_DTYPES", "FUSED", "FUSED_LSE", "MAX_THREADS", "UNROLL", "fused_launch", "lse_threads",
            "normalized_argmax", "normalized_argmax_native", "row_launch", "threads_for"]
@@ -149,145 +149,31 @@ UNROLL = 4  # chunks per thread per round, loaded before any is compared (8 woul
 NONE = 0xFFFFFFFF  # the id of "no score above -inf yet"
 ELIGIBLE_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 
-HEADER = """
-#ifndef DEVICE_MEM
-#define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
-#endif
+HEADER = kernel_text(__file__, "normalized_argmax.h")
 
-// Whether a row starting at p may be read as 4-lane vectors (aligned to 4 elements' bytes).
-#if defined(__CUDACC__)
-template <typename T>
-METAL_FUNC bool vector_aligned(const T* p) {
-  return reinterpret_cast<unsigned long long>(p) % (4ull * sizeof(T)) == 0ull;
-}
-#else
-template <typename T>
-METAL_FUNC bool vector_aligned(const DEVICE_MEM T*) {
-  return false;  // no pointer-to-integer cast relied on in Metal: read elements
-}
-#endif
+# The row kernel's body (``normalized_argmax.metal``), whose SCAN line the scan fills: the row kernel's
+# (``normalized_argmax_row_scan.metal``) or the fused variant's (below). The two share the rest.
+BODY = kernel_text(__file__, "normalized_argmax.metal")
 
-struct Chunk {
-  float v[4];
-};
 
-// Columns [4k, 4k + 4) of a row as float; -inf past the row's end V (they never win).
-template <typename T>
-METAL_FUNC Chunk load_chunk(const DEVICE_MEM T* x, uint k, uint V, bool vectors) {
-  Chunk c;
-  if (vectors && k < V / 4u) {
-    const metal::vec<T, 4> raw = ((const DEVICE_MEM metal::vec<T, 4>*)x)[k];  // one load, by value
-    const float4 f = float4(raw);
-    c.v[0] = f.x; c.v[1] = f.y; c.v[2] = f.z; c.v[3] = f.w;
-  } else {
-    for (uint e = 0; e < 4u; ++e) {
-      const uint i = 4u * k + e;
-      c.v[e] = i < V ? float(x[i]) : -INFINITY;
-    }
-  }
-  return c;
-}"""
+def _with_scan(scan: str) -> str:
+    """The body with its scan filled in."""
+    assert BODY.count("SCAN\n") == 1
+    return BODY.replace("SCAN\n", scan)
 
-# The row kernel's body in three pieces: the fused variant (below) shares the first and the last.
-ROW_PROLOGUE = """
-  const uint tid = thread_position_in_threadgroup.x;
-  const uint lane = tid % 32, simd = tid / 32;
-  const uint row = threadgroup_position_in_grid.x;
-  const auto x = logits + ulong(row) * V;
-  const uint chunks = (uint(V) + 3u) / 4u;
-  const bool vectors = uint(V) % 4u == 0 && vector_aligned(x);
-"""
 
-ROW_SCAN = """  const float shift = float(lse[row]);
-  float top = -INFINITY, before = -INFINITY;  // the largest logit; the largest before its first id
-  uint topId = 0xffffffffu;
-  for (uint first = tid; first < chunks; first += UNROLL * THREADS) {
-    Chunk c[UNROLL];
-    for (uint u = 0; u < UNROLL; ++u) c[u] = load_chunk<T>(x, first + u * THREADS, V, vectors);
-    for (uint u = 0; u < UNROLL; ++u) {
-      for (uint e = 0; e < 4u; ++e) {
-        if (c[u].v[e] > top) { before = top; top = c[u].v[e]; topId = 4u * (first + u * THREADS) + e; }
-      }
-    }
-  }
-"""
-
-# From each thread's top, topId and before, and the shift: the row's id (module docstring, Algorithm).
-CANDIDATES = """  float mine = float(T(top - shift));  // this thread's best score: its largest logit's
-  mine = mine > -INFINITY ? mine : -INFINITY;  // NaN (a non-finite lse) counts as -inf
-  float best = simd_max(mine);
-  threadgroup float bests[32];
-  threadgroup uint ids[32];
-  if (lane == 0) bests[simd] = best;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  best = simd_max(lane < THREADS / 32 ? bests[lane] : -INFINITY);
-  uint id = 0xffffffffu;
-  if (best > -INFINITY && mine == best) {
-    id = topId;
-    if (float(T(before - shift)) == best) {  // an earlier id of this thread rounds to best too: find the first
-      for (uint k = tid; 4u * k < topId && id == topId; k += THREADS) {
-        const Chunk c = load_chunk<T>(x, k, V, vectors);
-        for (uint e = 0; e < 4u; ++e) {
-          if (id == topId && 4u * k + e < topId && float(T(c.v[e] - shift)) == best) id = 4u * k + e;
-        }
-      }
-    }
-  }
-  id = simd_min(id);
-  if (lane == 0) ids[simd] = id;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (simd == 0) {
-    id = simd_min(lane < THREADS / 32 ? ids[lane] : 0xffffffffu);
-    if (lane == 0) out[row] = id == 0xffffffffu ? 0u : id;
-  }
-"""
-
-ROW_SOURCE = ROW_PROLOGUE + ROW_SCAN + CANDIDATES
+# The row kernel's scan: each thread's top, topId and before. From them and the shift the body's rest finds the
+# row's id (module docstring, Algorithm).
+ROW_SOURCE = _with_scan(kernel_text(__file__, "normalized_argmax_row_scan.metal"))
 
 ROW = KernelSpec("normalized_argmax_row", ("logits", "lse"), ("out",), ROW_SOURCE, header=HEADER)
 
 # The fused variant's scan (CUDA): MLX's own CUDA logsumexp of the row, the same float operations in the same order
 # (module docstring, "The fused variant"), keeping each thread's top, topId and before as the row kernel's scan does.
 # -FLT_MAX is MLX's Limits<float>::finite_min (NVRTC has no <cfloat>).
-FUSED_SCAN = """  float top = -INFINITY, before = -INFINITY;  // the largest logit; the largest before its first id
-  uint topId = 0xffffffffu;
-  const auto larger = [](float a, float b) { return a < b ? b : a; };  // cooperative_groups::greater
-  const uint rounds = (chunks + THREADS - 1u) / THREADS;  // MLX's ceil(V / (4 * BLOCK)): every thread runs them all
-  float maxval = __int_as_float(0xff7fffff), normalizer = 0.0f;
-  for (uint r0 = 0; r0 < rounds; r0 += UNROLL) {
-    Chunk c[UNROLL];
-    for (uint u = 0; u < UNROLL; ++u) c[u] = load_chunk<T>(x, (r0 + u) * THREADS + tid, V, vectors);
-    for (uint u = 0; u < UNROLL && r0 + u < rounds; ++u) {
-      const float prevmax = maxval;
-      maxval = larger(maxval, larger(larger(larger(c[u].v[0], c[u].v[1]), c[u].v[2]), c[u].v[3]));
-      normalizer = normalizer * __expf(prevmax - maxval);
-      for (uint e = 0; e < 4u; ++e) normalizer = normalizer + __expf(c[u].v[e] - maxval);
-      for (uint e = 0; e < 4u; ++e) {
-        if (c[u].v[e] > top) { before = top; top = c[u].v[e]; topId = 4u * ((r0 + u) * THREADS + tid) + e; }
-      }
-    }
-  }
-  float prevmax = maxval;
-  for (int m = 16; m > 0; m >>= 1) maxval = larger(maxval, __shfl_xor_sync(0xffffffffu, maxval, m));
-  normalizer = normalizer * __expf(prevmax - maxval);
-  for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);
-  threadgroup float warp_max[32], warp_normalizer[32];
-  prevmax = maxval;
-  if (lane == 0) warp_max[simd] = maxval;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  maxval = lane < THREADS / 32 ? warp_max[lane] : __int_as_float(0xff7fffff);
-  for (int m = 16; m > 0; m >>= 1) maxval = larger(maxval, __shfl_xor_sync(0xffffffffu, maxval, m));
-  normalizer = normalizer * __expf(prevmax - maxval);
-  if (lane == 0) warp_normalizer[simd] = normalizer;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  normalizer = lane < THREADS / 32 ? warp_normalizer[lane] : 0.0f;
-  for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);
-  const T rounded = T(isinf(maxval) ? maxval : logf(normalizer) + maxval);
-  STORE_LSE
-  const float shift = float(rounded);
-"""
+FUSED_SCAN = kernel_text(__file__, "normalized_argmax_fused_scan.metal")
 
-FUSED_SOURCE = ROW_PROLOGUE + FUSED_SCAN + CANDIDATES
+FUSED_SOURCE = _with_scan(FUSED_SCAN)
 
 # CUDA only: its lse is MLX's CUDA logsumexp (Metal's runs another order) and it uses CUDA's intrinsics. Two
 # instantiations of the one source, which differ only in the store of the lse: ``FUSED`` (the call's: ids only; an

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -34,8 +35,10 @@ from mutants.runner import (REPO_ROOT, StaleMutant, expand_tests, mutant_diff, m
                             selects, tree_files)
 from reports.recorder import read_records
 
-KERNEL_MODULES = ("impl/paged_attention.py", "impl/normalized_argmax.py", "impl/kvq4_decode.py",
-                  "impl/multi_query.py")
+# The kernels, laid out as impl/kernels/compile.py says: a module impl/<name>.py with its bodies, pieces and
+# header beside it (impl/<name>.metal, impl/<name>_<piece>.metal, impl/<name>.h), or a package impl/<name>/.
+KERNELS = ("impl/paged_attention", "impl/normalized_argmax", "impl/kvq4_decode", "impl/multi_query")
+KERNEL_TEXT = (".metal", ".h")  # a kernel's body, piece and header files: what metal and cuda compile
 CACHE_AND_MASK_MODULES = ("impl/masks.py", "impl/kv/pool.py", "impl/kv/paged.py", "impl/kv/rows.py",
                           "impl/kv/view.py", "impl/kv/dense.py")
 
@@ -47,13 +50,35 @@ def module_of(test: str) -> str:
 # --- the catalog ------------------------------------------------------------------
 
 
+def kernel_of(path: str) -> str | None:
+    """The kernel (``KERNELS``) whose files hold ``path``, or None."""
+    for kernel in KERNELS:
+        folder, name = kernel.rsplit("/", 1)
+        if re.fullmatch(rf"{re.escape(folder)}/{re.escape(name)}(/[^/]+|\.py|\.h|(_\w+)?\.metal)", path):
+            return kernel
+    return None
+
+
+def kernels_changed(mutant: Mutant) -> set[str]:
+    return {kernel_of(path) for path in mutant.files} - {None}
+
+
 def test_catalog_has_at_least_25_mutants_over_every_kernel_and_the_cache():
     assert len(CATALOG) >= 25
-    touched = {path for m in CATALOG for path in m.files}
-    missing = [path for path in KERNEL_MODULES + CACHE_AND_MASK_MODULES if path not in touched]
+    touched = {kernel_of(path) or path for m in CATALOG for path in m.files}
+    missing = [path for path in KERNELS + CACHE_AND_MASK_MODULES if path not in touched]
     assert not missing, f"no mutant changes {missing}"
-    for path in KERNEL_MODULES:  # several ideas per kernel, not one token mutant each
-        assert sum(path in m.files for m in CATALOG) >= 4, path
+    for kernel in KERNELS:  # several ideas per kernel, not one token mutant each
+        assert sum(kernel in kernels_changed(m) for m in CATALOG) >= 4, kernel
+
+
+def test_kernel_of_names_each_kernels_files():
+    assert kernel_of("impl/paged_attention/partial.metal") == kernel_of("impl/paged_attention/graph.py") == (
+        "impl/paged_attention")
+    assert kernel_of("impl/normalized_argmax.py") == kernel_of("impl/normalized_argmax_fused_scan.metal") == (
+        kernel_of("impl/normalized_argmax.h")) == "impl/normalized_argmax"
+    assert kernel_of("impl/kvq4_decode.metal") == "impl/kvq4_decode"
+    assert kernel_of("impl/masks.py") is kernel_of("impl/paged_attention_x.py") is kernel_of("impl/kv/pool.py") is None
 
 
 @pytest.mark.parametrize("mutant", CATALOG + GAPS, ids=lambda m: m.name)
@@ -63,21 +88,43 @@ def test_every_substitution_applies_exactly_once(mutant):
     assert mutant_diff(mutant).count("\n-") >= 1
 
 
-def kernel_specs(path: str) -> list:
-    """Every KernelSpec the module at ``path`` defines."""
+def kernel_specs(kernel: str) -> list:
+    """Every KernelSpec the kernel's module (a package: its modules) defines."""
     import importlib
+    import pkgutil
 
     from impl.kernels import KernelSpec
 
-    module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
-    specs = [v for v in vars(module).values() if isinstance(v, KernelSpec)]
-    assert specs, f"{path} defines no KernelSpec"
+    module = importlib.import_module(kernel.replace("/", "."))
+    modules = [module] + [importlib.import_module(m.name) for m in
+                          pkgutil.walk_packages(getattr(module, "__path__", []), f"{module.__name__}.")]
+    specs = list({id(v): v for m in modules for v in vars(m).values() if isinstance(v, KernelSpec)}.values())
+    assert specs, f"{kernel} defines no KernelSpec"
     return specs
 
 
-def kernel_sources(path: str) -> list[str]:
-    """Every KernelSpec body and header the module at ``path`` defines (what metal and cuda compile)."""
-    return [text for spec in kernel_specs(path) for text in (spec.source, spec.header)]
+def kernel_sources(kernel: str) -> list[str]:
+    """Every KernelSpec body and header the kernel defines (what metal and cuda compile)."""
+    return [text for spec in kernel_specs(kernel) for text in (spec.source, spec.header)]
+
+
+def loaded_texts(kernel: str) -> set[str]:
+    """The body, piece and header files the kernel's Python reads (``kernel_text(__file__, name)``)."""
+    loaded = set()
+    for module in REPO_ROOT.glob("impl/**/*.py"):
+        if kernel_of(module.relative_to(REPO_ROOT).as_posix()) == kernel:
+            for name in re.findall(r'kernel_text\(__file__, "([^"]+)"\)', module.read_text()):
+                loaded.add((module.parent / name).relative_to(REPO_ROOT).as_posix())
+    return loaded
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_kernel_text_file_is_read_by_its_kernel(kernel):
+    """A body mutant changes a file the specs are built from: each kernel's .metal / .h files are the ones its
+    Python reads, none left over (a stale copy would take mutants the kernels never see)."""
+    files = {p.relative_to(REPO_ROOT).as_posix() for p in REPO_ROOT.glob("impl/**/*")
+             if p.suffix in KERNEL_TEXT and kernel_of(p.relative_to(REPO_ROOT).as_posix()) == kernel}
+    assert files and files == loaded_texts(kernel)
 
 
 def host_only(mutant: Mutant) -> bool:
@@ -85,23 +132,35 @@ def host_only(mutant: Mutant) -> bool:
     return all(sub.part == "code" for sub in mutant.substitutions)
 
 
-@pytest.mark.parametrize("mutant", [m for m in CATALOG + GAPS if set(m.files) & set(KERNEL_MODULES) and host_only(m)],
+def check_file_kind(mutant: Mutant, sub: Substitution) -> None:
+    """A body substitution changes a .metal / .h file its kernel reads; a graph or code one, the kernel's Python."""
+    kernel = kernel_of(sub.path)
+    if sub.part == "body":
+        assert sub.path in loaded_texts(kernel), (
+            f"{mutant.name}: body substitution in {sub.path}, which is no body, piece or header {kernel} reads")
+    else:
+        assert sub.path.endswith(".py"), f"{mutant.name}: {sub.part} substitution in {sub.path}: a kernel text file"
+
+
+@pytest.mark.parametrize("mutant", [m for m in CATALOG + GAPS if kernels_changed(m) and host_only(m)],
                          ids=lambda m: m.name)
 def test_host_mutants_of_kernel_modules_stay_out_of_the_bodies(mutant):
     """A kernel module's host-code mutant needs no graph mirror, but then it must not touch a body."""
-    for sub in mutant.substitutions:
-        assert not any(sub.old in text for text in kernel_sources(sub.path)), (
+    for sub in (s for s in mutant.substitutions if kernel_of(s.path)):
+        check_file_kind(mutant, sub)
+        assert not any(sub.old in text for text in kernel_sources(kernel_of(sub.path))), (
             f"{mutant.name}: {sub.old!r} is in a kernel body: label it body and give it a graph mirror")
 
 
-@pytest.mark.parametrize("mutant", [m for m in CATALOG + GAPS if set(m.files) & set(KERNEL_MODULES)
+@pytest.mark.parametrize("mutant", [m for m in CATALOG + GAPS if kernels_changed(m)
                                     and not host_only(m) and not m.arms], ids=lambda m: m.name)
 def test_kernel_mutants_change_the_body_and_its_graph_mirror(mutant):
     """One idea, every implementation: a body substitution (metal and cuda compile it) and a graph one."""
     parts = {s.part for s in mutant.substitutions}
     assert parts == {"body", "graph"}, f"{mutant.name}: parts {parts}; a kernel mutant needs body and graph"
     for sub in mutant.substitutions:
-        in_body = any(sub.old in text for text in kernel_sources(sub.path))
+        check_file_kind(mutant, sub)
+        in_body = any(sub.old in text for text in kernel_sources(kernel_of(sub.path)))
         assert in_body == (sub.part == "body"), (
             f"{mutant.name}: {sub.old!r} is labelled {sub.part} but {'is' if in_body else 'is not'} in a kernel body")
     assert mutant.in_kernel_body
@@ -114,7 +173,9 @@ def test_arm_limited_mutants_change_only_what_their_arms_compile(mutant):
     those arms compile (``KernelSpec.arms``): a text shared with a body other arms compile needs the graph mirror."""
     assert {s.part for s in mutant.substitutions} == {"body"}, f"{mutant.name}: an arm-limited mutant is body only"
     for sub in mutant.substitutions:
-        holding = [spec for spec in kernel_specs(sub.path) if sub.old in spec.source or sub.old in spec.header]
+        check_file_kind(mutant, sub)
+        specs = kernel_specs(kernel_of(sub.path))
+        holding = [spec for spec in specs if sub.old in spec.source or sub.old in spec.header]
         assert holding, f"{mutant.name}: {sub.old!r} is in no kernel body"
         wider = [spec.name for spec in holding if not set(spec.arms) <= set(mutant.arms)]
         assert not wider, f"{mutant.name}: {sub.old!r} is also in {wider}, which arms beyond {mutant.arms} compile"

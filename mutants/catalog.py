@@ -6,7 +6,7 @@ of the tree. Every old text must occur EXACTLY ONCE in its file, else the
 mutant is stale (an error: the catalog drifted from the code).
 
 Kernel bugs are written once per implementation of the algorithm: in the
-kernel body (``part="body"``, the Metal source string that metal and cuda both
+kernel body (``part="body"``, a ``.metal`` / ``.h`` file that metal and cuda both
 compile) AND in the graph arm that mirrors it (``part="graph"``), so the graph
 arm kills the mutant on any CPU and the compiled arms kill the same mutant
 where a GPU is present. A body-only mutant could never die on CPU.
@@ -96,11 +96,22 @@ def code(path: str, old: str, new: str) -> Substitution:
     return Substitution(path, old, new, "code")
 
 
-PAGED = "impl/paged_attention.py"
+# A kernel's files (impl/kernels/compile.py says how they are laid out): bodies, pieces and headers (.metal, .h)
+# for part="body", the graph arm's Python for part="graph", the host code's for part="code".
+PAGED_DIR, MULTI_DIR = "impl/paged_attention", "impl/multi_query"
+PAGED_PARTIAL, PAGED_MERGE, PAGED_HEADER, PAGED_AFFINE_LOAD, PAGED_STRIDED_LOAD = (
+    f"{PAGED_DIR}/{f}" for f in ("partial.metal", "merge.metal", "paged_attention.h", "load_affine.metal",
+                                 "load_strided_affine.metal"))
+PAGED_GRAPH, PAGED_LAUNCH = f"{PAGED_DIR}/graph.py", f"{PAGED_DIR}/launch.py"
+ARGMAX, ARGMAX_BODY, ARGMAX_HEADER, ARGMAX_FUSED_SCAN = (
+    "impl/normalized_argmax.py", "impl/normalized_argmax.metal", "impl/normalized_argmax.h",
+    "impl/normalized_argmax_fused_scan.metal")
+KVQ4, KVQ4_BODY = "impl/kvq4_decode.py", "impl/kvq4_decode.metal"
+MULTI_PARTIAL, MULTI_COMPUTE, MULTI_RING_STAGER, MULTI_MERGE, MULTI_HEADER = (
+    f"{MULTI_DIR}/{f}" for f in ("partial.metal", "compute_block.metal", "ring_stager_loop.metal", "merge.metal",
+                                 "multi_query.h"))
+MULTI, MULTI_LAUNCH, MULTI_GRAPH = (f"{MULTI_DIR}/{f}" for f in ("__init__.py", "launch.py", "graph.py"))
 BLOCK_TABLE = "impl/block_table.py"
-ARGMAX = "impl/normalized_argmax.py"
-KVQ4 = "impl/kvq4_decode.py"
-MULTI = "impl/multi_query.py"
 MASKS = "impl/masks.py"
 RECENT = "impl/recent_calls.py"
 PERF_HARNESS = "perf/harness.py"
@@ -118,20 +129,20 @@ CATALOG: tuple[Mutant, ...] = (
         "paged_causal_end_off_by_one",
         "the causal end excludes the query's own token: tokens < length - n + i instead of <=",
         "paged_attention",
-        (body(PAGED, "const uint end = min(uint(length - N + query + 1), last);",
+        (body(PAGED_PARTIAL, "const uint end = min(uint(length - N + query + 1), last);",
               "const uint end = min(uint(length - N + query), last);"),
-         graph(PAGED, "visible = tokens.reshape(1, 1, -1) <= (length - n + query)",
+         graph(PAGED_GRAPH, "visible = tokens.reshape(1, 1, -1) <= (length - n + query)",
                "visible = tokens.reshape(1, 1, -1) < (length - n + query)")),
         (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk64-Dv64-bs16-len63-n1",)),
     Mutant(
         "paged_gqa_head_map_modulo",
         "GQA maps query head hq to KV head hq % HK instead of hq / (HQ / HK)",
         "paged_attention",
-        (body(PAGED, "const uint hq = hk * G + r / N, query = r % N;",
+        (body(PAGED_PARTIAL, "const uint hq = hk * G + r / N, query = r % N;",
               "const uint hq = (r / N) * HK + hk, query = r % N;"),
-         graph(PAGED, "qf = qf.reshape(hk, group * n, dk)",
+         graph(PAGED_GRAPH, "qf = qf.reshape(hk, group * n, dk)",
                "qf = qf.reshape(group, hk, n, dk).transpose(1, 0, 2, 3).reshape(hk, group * n, dk)"),
-         graph(PAGED, "return out.reshape(1, hq, n, dv)",
+         graph(PAGED_GRAPH, "return out.reshape(1, hq, n, dv)",
                "return out.reshape(hk, group, n, dv).transpose(1, 0, 2, 3).reshape(1, hq, n, dv)")),
         (PAGED_GATE % "float32-Hq6-Hkv2-Dk80-Dv80-bs8-len97-n8",)),
     Mutant(
@@ -139,16 +150,16 @@ CATALOG: tuple[Mutant, ...] = (
         "the SIMD-group combine and the merge sum the partials' values and normalizers without rescaling each "
         "by exp(max_p - max)",
         "paged_attention",
-        (body(PAGED, "const float weight = exp(ms - top);", "const float weight = 1.0f;"),
-         body(PAGED, "float weight = exp(parts[base + DV] - maximum);", "float weight = 1.0f;"),
-         graph(PAGED, "rescale = mx.exp(maximum - overall)", "rescale = mx.ones_like(maximum)")),
+        (body(PAGED_PARTIAL, "const float weight = exp(ms - top);", "const float weight = 1.0f;"),
+         body(PAGED_MERGE, "float weight = exp(parts[base + DV] - maximum);", "float weight = 1.0f;"),
+         graph(PAGED_GRAPH, "rescale = mx.exp(maximum - overall)", "rescale = mx.ones_like(maximum)")),
         (PAGED_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",)),
     Mutant(
         "paged_merge_reads_the_sum_as_the_max",
         "the merge reads each partition's max one float late in its packed row (DV + 1, the sum, instead of DV): "
         "the partitions are weighed by exp(sum_p - maximum)",
         "paged_attention",
-        (body(PAGED, "float weight = exp(parts[base + DV] - maximum);",
+        (body(PAGED_MERGE, "float weight = exp(parts[base + DV] - maximum);",
               "float weight = exp(parts[base + DV + 1] - maximum);"),),
         # several partitions each (13, 10 and 5): with one, any weight cancels between values and sums
         ("parity/test_paged_attention.py::test_merge_matches_float64_oracle[{arm}-bfloat16-Hq8-n2-count13-buffer16-"
@@ -160,36 +171,39 @@ CATALOG: tuple[Mutant, ...] = (
         "paged_unpack_shift_hardcoded_for_4_bits",
         "dequantize-on-load shifts code k of a word by 4*k whatever BITS is: 8-bit K/V decode garbage",
         "paged_attention_q8",
-        (body(PAGED, "float(InT(fma(s, float((word >> (e * BITS))", "float(InT(fma(s, float((word >> (e * 4))"),
-         graph(PAGED, "shifts = mx.arange(pack, dtype=mx.uint32) * bits",
+        (body(PAGED_AFFINE_LOAD, "float(InT(fma(s, float((word >> (e * BITS))",
+              "float(InT(fma(s, float((word >> (e * 4))"),
+         graph(PAGED_GRAPH, "shifts = mx.arange(pack, dtype=mx.uint32) * bits",
                "shifts = mx.arange(pack, dtype=mx.uint32) * 4")),
         ("parity/test_paged_attention.py::test_quantized_pool[{arm}-bfloat16-q8g64-Hq4-Hkv1-Dk256-Dv256-bs32-len130-n1]",)),
     Mutant(
         "paged_block_table_ignored",
         "token t is read from physical block t / BS instead of block_table[t / BS]",
         "paged_attention",
-        (body(PAGED, "block[k] = STRIDED ? 0 : table[min(t, stop - 1) / BS];  // past the end",
+        (body(PAGED_PARTIAL, "block[k] = STRIDED ? 0 : table[min(t, stop - 1) / BS];  // past the end",
               "block[k] = STRIDED ? 0 : min(t, stop - 1) / BS;  // past the end"),
-         body(PAGED, "if (!STRIDED && t0 + SG * TB < stop) block[k] = table[min(t, stop - 1) / BS];",
+         body(PAGED_PARTIAL, "if (!STRIDED && t0 + SG * TB < stop) block[k] = table[min(t, stop - 1) / BS];",
               "if (!STRIDED && t0 + SG * TB < stop) block[k] = min(t, stop - 1) / BS;"),
-         graph(PAGED, "physical, slot = table[live // bs], live % bs", "physical, slot = live // bs, live % bs")),
+         graph(PAGED_GRAPH, "physical, slot = table[live // bs], live % bs", "physical, slot = live // bs, live % bs")),
         ("properties/test_paged_attention_props.py::test_block_layout_is_invisible[{arm}]",)),
     Mutant(
         "paged_last_block_treated_as_full",
         "the causal end uses the length rounded up to whole blocks: the unused slots of the last block are read",
         "paged_attention",
-        (body(PAGED, "const uint end = min(uint(length - N + query + 1), last);",
+        (body(PAGED_PARTIAL, "const uint end = min(uint(length - N + query + 1), last);",
               "const uint end = min(uint((length + BS - 1) / BS * BS - N + query + 1), first + span);"),
-         graph(PAGED, "live = mx.minimum(tokens, length - 1)", "live = mx.minimum(tokens, -(-length // bs) * bs - 1)"),
-         graph(PAGED, "visible = tokens.reshape(1, 1, -1) <= (length - n + query)",
+         graph(PAGED_GRAPH, "live = mx.minimum(tokens, length - 1)",
+               "live = mx.minimum(tokens, -(-length // bs) * bs - 1)"),
+         graph(PAGED_GRAPH, "visible = tokens.reshape(1, 1, -1) <= (length - n + query)",
                "visible = tokens.reshape(1, 1, -1) <= (-(-length // bs) * bs - n + query)")),
         ("properties/test_paged_attention_props.py::test_slots_past_length_are_never_read[{arm}]",)),
     Mutant(
         "paged_softmax_scale_dropped",
         "the scores are not multiplied by the softmax scale (as if the caller had folded it into q)",
         "paged_attention",
-        (body(PAGED, "float(q[(hq * N + query) * DK + d]) * geometry[0]", "float(q[(hq * N + query) * DK + d])"),
-         graph(PAGED, "qf = q.astype(mx.float32) * mx.array(scale, dtype=mx.float32)",
+        (body(PAGED_PARTIAL, "float(q[(hq * N + query) * DK + d]) * geometry[0]",
+              "float(q[(hq * N + query) * DK + d])"),
+         graph(PAGED_GRAPH, "qf = q.astype(mx.float32) * mx.array(scale, dtype=mx.float32)",
                "qf = q.astype(mx.float32)")),
         ("parity/test_decode_e2e.py::test_direct_path_is_kl_close_to_dense[{arm}-float32-p6-bs4]",)),
 
@@ -198,8 +212,8 @@ CATALOG: tuple[Mutant, ...] = (
         "the K loads keep the whole-SIMD-group lane map (j * 32 + lane) when 16 lanes read a row: q and K "
         "dims disagree, half of the tokens read past the row",
         "paged_attention",
-        (body(PAGED, "const uint d0 = (j * LPR + sub) * VK;", "const uint d0 = (j * 32 + lane) * VK;"),
-         graph(PAGED, "k = k.reshape(*k.shape[:-1], steps, lanes, per_lane)",
+        (body(PAGED_PARTIAL, "const uint d0 = (j * LPR + sub) * VK;", "const uint d0 = (j * 32 + lane) * VK;"),
+         graph(PAGED_GRAPH, "k = k.reshape(*k.shape[:-1], steps, lanes, per_lane)",
                "k = k.reshape(*k.shape[:-1], steps, per_lane, lanes).swapaxes(-1, -2)")),
         ("parity/test_paged_attention.py::test_dense_pool_half_simdgroup_rows[{arm}-bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8]",)),
 
@@ -208,9 +222,9 @@ CATALOG: tuple[Mutant, ...] = (
         "the word loads of bfloat16 rows widen a 32-bit word's high half as the even element: each pair of "
         "dims of K and V is swapped",
         "paged_attention",
-        (body(PAGED, "return Wide4{{bf16_lo_as_float(x.x), bf16_hi_as_float(x.x),",
+        (body(PAGED_HEADER, "return Wide4{{bf16_lo_as_float(x.x), bf16_hi_as_float(x.x),",
               "return Wide4{{bf16_hi_as_float(x.x), bf16_lo_as_float(x.x),"),
-         graph(PAGED, "return rows.astype(mx.float32)",
+         graph(PAGED_GRAPH, "return rows.astype(mx.float32)",
                "return rows.reshape(*rows.shape[:-1], -1, 2)[..., ::-1].reshape(rows.shape).astype(mx.float32)")),
         (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",)),
 
@@ -219,8 +233,8 @@ CATALOG: tuple[Mutant, ...] = (
         "argmax_ties_to_highest_id",
         "the threadgroup keeps the highest id among the threads tied on the best score instead of the lowest",
         "normalized_argmax",
-        (body(ARGMAX, "  id = simd_min(id);\n", "  id = simd_max(id == 0xffffffffu ? 0u : id);\n"),
-         body(ARGMAX, "id = simd_min(lane < THREADS / 32 ? ids[lane] : 0xffffffffu);",
+        (body(ARGMAX_BODY, "  id = simd_min(id);\n", "  id = simd_max(id == 0xffffffffu ? 0u : id);\n"),
+         body(ARGMAX_BODY, "id = simd_min(lane < THREADS / 32 ? ids[lane] : 0xffffffffu);",
               "id = simd_max(lane < THREADS / 32 ? ids[lane] : 0u);"),
          graph(ARGMAX, "winner = ids.min(axis=(1, 2))", "winner = mx.where(ids == NONE, 0, ids).max(axis=(1, 2))")),
         ("parity/test_normalized_argmax.py::test_normalized_argmax[{arm}-bfloat16-1025]",)),
@@ -228,14 +242,14 @@ CATALOG: tuple[Mutant, ...] = (
         "argmax_nan_not_minus_inf",
         "a NaN score wins (native argmax's rule) instead of counting as -inf",
         "normalized_argmax",
-        (body(ARGMAX, "mine = mine > -INFINITY ? mine : -INFINITY;", "mine = isnan(mine) ? INFINITY : mine;"),
+        (body(ARGMAX_BODY, "mine = mine > -INFINITY ? mine : -INFINITY;", "mine = isnan(mine) ? INFINITY : mine;"),
          graph(ARGMAX, "mine = mx.where(mine > -mx.inf, mine, -mx.inf)", "mine = mx.where(mx.isnan(mine), mx.inf, mine)")),
         ("parity/test_normalized_argmax.py::test_normalized_argmax[{arm}-bfloat16-1025]",)),
     Mutant(
         "argmax_skips_dtype_rounding",
         "a thread's best score is its largest logit - lse in float32, not rounded to the logits' dtype",
         "normalized_argmax",
-        (body(ARGMAX, "float mine = float(T(top - shift));", "float mine = top - shift;"),
+        (body(ARGMAX_BODY, "float mine = float(T(top - shift));", "float mine = top - shift;"),
          graph(ARGMAX, "mine = score(top)", "mine = top.astype(mx.float32) - shift.astype(mx.float32)")),
         ("parity/test_normalized_argmax.py::test_rounding_tie_takes_the_lower_id[{arm}-bfloat16]",)),
     Mutant(
@@ -243,14 +257,15 @@ CATALOG: tuple[Mutant, ...] = (
         "a thread answers its largest logit's first id; an earlier id of it whose logit is smaller but rounds to the "
         "same score is looked for only on an exact tie (which its strict > never keeps)",
         "normalized_argmax",
-        (body(ARGMAX, "if (float(T(before - shift)) == best) {", "if (before == top) {"),
+        (body(ARGMAX_BODY, "if (float(T(before - shift)) == best) {", "if (before == top) {"),
          graph(ARGMAX, "rescan = score(before) == best", "rescan = before == top")),
         ("parity/test_normalized_argmax.py::test_normalized_argmax[{arm}-bfloat16-32000]",)),
     Mutant(
         "argmax_row_end_one_short",
         "the element-wise read stops one column before the row's end: the last column is never a candidate",
         "normalized_argmax",
-        (body(ARGMAX, "c.v[e] = i < V ? float(x[i]) : -INFINITY;", "c.v[e] = i < V - 1u ? float(x[i]) : -INFINITY;"),
+        (body(ARGMAX_HEADER, "c.v[e] = i < V ? float(x[i]) : -INFINITY;",
+              "c.v[e] = i < V - 1u ? float(x[i]) : -INFINITY;"),
          graph(ARGMAX, "raw = mx.pad(raw, [(0, 0), (0, rounds * threads * CHUNK - vocab)]",
                "raw = mx.pad(raw[:, :vocab - 1], [(0, 0), (0, rounds * threads * CHUNK - vocab + 1)]")),
         ("parity/test_normalized_argmax.py::test_normalized_argmax[{arm}-float32-1025]",)),
@@ -258,7 +273,7 @@ CATALOG: tuple[Mutant, ...] = (
         "argmax_no_score_returns_sentinel",
         "a row with no score above -inf (every score NaN or -inf) returns the start id 0xffffffff instead of 0",
         "normalized_argmax",
-        (body(ARGMAX, "out[row] = id == 0xffffffffu ? 0u : id;", "out[row] = id;"),
+        (body(ARGMAX_BODY, "out[row] = id == 0xffffffffu ? 0u : id;", "out[row] = id;"),
          graph(ARGMAX, "out = mx.where(winner == NONE, 0, winner)", "out = winner")),
         ("properties/test_normalized_argmax_props.py::test_matches_the_contract_oracle[{arm}]",)),
 
@@ -268,7 +283,7 @@ CATALOG: tuple[Mutant, ...] = (
         "the fused variant's warp sum of the normalizer runs its butterfly upward (xor 1 .. 16) instead of MLX's "
         "16 .. 1: the same sum in another order, so its lse is no longer MLX's to the last bit",
         "normalized_argmax",
-        (body(ARGMAX, "  normalizer = normalizer * __expf(prevmax - maxval);\n"
+        (body(ARGMAX_FUSED_SCAN, "  normalizer = normalizer * __expf(prevmax - maxval);\n"
                       "  for (int m = 16; m > 0; m >>= 1) normalizer = normalizer + __shfl_xor_sync(0xffffffffu, normalizer, m);\n"
                       "  threadgroup float warp_max",
               "  normalizer = normalizer * __expf(prevmax - maxval);\n"
@@ -280,7 +295,7 @@ CATALOG: tuple[Mutant, ...] = (
         "argmax_fused_lse_misses_the_rescale",
         "the fused variant's online normalizer is not rescaled when a round raises the thread's max",
         "normalized_argmax",
-        (body(ARGMAX, "      normalizer = normalizer * __expf(prevmax - maxval);\n", ""),),
+        (body(ARGMAX_FUSED_SCAN, "      normalizer = normalizer * __expf(prevmax - maxval);\n", ""),),
         # Not V = 4100: its second round is thread 0's alone, so one thread's partial sum of 1024 is off, below a
         # bfloat16 lse's rounding (the mutant survived the cuda arm there on the H200). At 8 and 38 rounds the max
         # moves in most threads: a NumPy model of the online sum puts the mutant's lse 1.1-2.6 off on 54-56 of 62
@@ -292,9 +307,9 @@ CATALOG: tuple[Mutant, ...] = (
         "the fused variant skips the reduction across warps: each warp shifts by its own columns' lse (warp 0's is "
         "written out)",
         "normalized_argmax",
-        (body(ARGMAX, "maxval = lane < THREADS / 32 ? warp_max[lane] : __int_as_float(0xff7fffff);",
+        (body(ARGMAX_FUSED_SCAN, "maxval = lane < THREADS / 32 ? warp_max[lane] : __int_as_float(0xff7fffff);",
               "maxval = warp_max[simd];"),
-         body(ARGMAX, "normalizer = lane < THREADS / 32 ? warp_normalizer[lane] : 0.0f;",
+         body(ARGMAX_FUSED_SCAN, "normalizer = lane < THREADS / 32 ? warp_normalizer[lane] : 0.0f;",
               "normalizer = warp_normalizer[simd];")),
         (FUSED_GATE % "bfloat16-32000",),
         arms=("cuda",)),
@@ -303,7 +318,7 @@ CATALOG: tuple[Mutant, ...] = (
         "the fused variant's scan does not keep the largest logit before a thread's top: a rounding tie inside one "
         "thread answers the top's id",
         "normalized_argmax",
-        (body(ARGMAX, "{ before = top; top = c[u].v[e]; topId = 4u * ((r0 + u) * THREADS + tid) + e; }",
+        (body(ARGMAX_FUSED_SCAN, "{ before = top; top = c[u].v[e]; topId = 4u * ((r0 + u) * THREADS + tid) + e; }",
               "{ top = c[u].v[e]; topId = 4u * ((r0 + u) * THREADS + tid) + e; }"),),
         ("parity/test_normalized_argmax.py::test_normalized_argmax[{arm}-bfloat16-32000]",),
         arms=("cuda",)),
@@ -313,9 +328,9 @@ CATALOG: tuple[Mutant, ...] = (
         "kvq4_scale_bias_swapped",
         "dequantize computes bias * code + scale instead of scale * code + bias",
         "kvq4_decode",
-        (body(KVQ4, "kr[i] = metal::fma(kscale, float((kword >> (4u * i)) & 15u), kbias);",
+        (body(KVQ4_BODY, "kr[i] = metal::fma(kscale, float((kword >> (4u * i)) & 15u), kbias);",
               "kr[i] = metal::fma(kbias, float((kword >> (4u * i)) & 15u), kscale);"),
-         body(KVQ4, "vr[i] = metal::fma(vscale, float((vword >> (4u * i)) & 15u), vbias);",
+         body(KVQ4_BODY, "vr[i] = metal::fma(vscale, float((vword >> (4u * i)) & 15u), vbias);",
               "vr[i] = metal::fma(vbias, float((vword >> (4u * i)) & 15u), vscale);"),
          graph(KVQ4, "return scales[..., None] * codes + biases[..., None]",
                "return biases[..., None] * codes + scales[..., None]")),
@@ -324,40 +339,40 @@ CATALOG: tuple[Mutant, ...] = (
         "kvq4_nibble_order_reversed",
         "dim i of a packed word is read from the high nibble down (bits 28 - 4i) instead of bits 4i",
         "kvq4_decode",
-        (body(KVQ4, "(kword >> (4u * i))", "(kword >> (28u - 4u * i))"),
-         body(KVQ4, "(vword >> (4u * i))", "(vword >> (28u - 4u * i))"),
+        (body(KVQ4_BODY, "(kword >> (4u * i))", "(kword >> (28u - 4u * i))"),
+         body(KVQ4_BODY, "(vword >> (4u * i))", "(vword >> (28u - 4u * i))"),
          graph(KVQ4, "shifts = mx.arange(8, dtype=mx.uint32) * 4", "shifts = 28 - mx.arange(8, dtype=mx.uint32) * 4")),
         (KVQ4_GATE % "float32-H12-KVH2-N301-block100-window",)),
     Mutant(
         "kvq4_wrong_scale_group",
         "a lane reads the scale/bias of group lane % 4 instead of its own 64-dim group lane / 8",
         "kvq4_decode",
-        (body(KVQ4, "const uint g = lane / 8u;", "const uint g = lane % 4u;"),
+        (body(KVQ4_BODY, "const uint g = lane / 8u;", "const uint g = lane % 4u;"),
          graph(KVQ4, "lane_group = mx.arange(SIMD) // (GROUP_SIZE // 8)", "lane_group = mx.arange(SIMD) % GROUPS")),
         (KVQ4_GATE % "float32-H4-KVH2-N97-block64-contiguous",)),
     Mutant(
         "kvq4_combine_without_max_rescale",
         "the sub-chunk combine and the block merge add partials without rescaling each to the common max",
         "kvq4_decode",
-        (body(KVQ4, "const float w = metal::exp(ms - gmax);", "const float w = 1.0f;"),
-         body(MULTI, "w = metal::exp(ms - next);", "w = 1.0f;"),
+        (body(KVQ4_BODY, "const float w = metal::exp(ms - gmax);", "const float w = 1.0f;"),
+         body(MULTI_MERGE, "w = metal::exp(ms - next);", "w = 1.0f;"),
          graph(KVQ4, "w = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "w = mx.where(m == -mx.inf, 0.0, 1.0)")),
         (KVQ4_GATE % "bfloat16-H16-KVH2-N1000-block256-heads",)),
     Mutant(
         "kvq4_accumulator_not_rescaled",
         "the online softmax rescales the running sum l but not the accumulator o when the max grows",
         "kvq4_decode",
-        (body(KVQ4, "o[j][i] = metal::fma(o[j][i], factor, e * vr[i]);", "o[j][i] = o[j][i] + e * vr[i];"),
+        (body(KVQ4_BODY, "o[j][i] = metal::fma(o[j][i], factor, e * vr[i]);", "o[j][i] = o[j][i] + e * vr[i];"),
          graph(KVQ4, "o * factor[..., None] + e[..., None] * vi", "o + e[..., None] * vi")),
         ("properties/test_kvq4_decode_props.py::test_matches_float64_oracle[{arm}-seed]",)),
     Mutant(
         "kvq4_gqa_head_map_modulo",
         "GQA maps query head h to KV head h % KVH instead of h / REP",
         "kvq4_decode",
-        (body(KVQ4, "qv[j][i] = float(q[(hk * (uint)REP + hg * HPG + j) * (uint)D + lane * 8u + i]);",
+        (body(KVQ4_BODY, "qv[j][i] = float(q[(hk * (uint)REP + hg * HPG + j) * (uint)D + lane * 8u + i]);",
               "qv[j][i] = float(q[((hg * HPG + j) * (uint)KVH + hk) * (uint)D + lane * 8u + i]);"),
          # the seed body's merge is multi-query's (one query row): its output head map, the same way
-         body(MULTI, "const ulong at = ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d;",
+         body(MULTI_MERGE, "const ulong at = ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D + d;",
               "const ulong at = ((ulong)(rr * (uint)KVH + hk) * (uint)L + qi) * (uint)D + d;"),
          graph(KVQ4, "q = qs.astype(mx.float32).reshape(kvh, rep, 1, SIMD, 8)",
                "q = qs.astype(mx.float32).reshape(rep, kvh, 1, SIMD, 8).transpose(1, 0, 2, 3, 4)"),
@@ -368,9 +383,9 @@ CATALOG: tuple[Mutant, ...] = (
         "kvq4_direct_scale_bias_swapped",
         "the direct body's strided (kvq4) load dequantizes as bias * code + scale instead of scale * code + bias",
         "kvq4_decode",
-        (body(PAGED, "= fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b);",
+        (body(PAGED_STRIDED_LOAD, "= fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b);",
               "= fma(b, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), s);"),
-         graph(PAGED, "values = scales * codes + biases", "values = biases * codes + scales")),
+         graph(PAGED_GRAPH, "values = scales * codes + biases", "values = biases * codes + scales")),
         (KVQ4_DIRECT_GATE % "bfloat16-H4-KVH2-N97-block64-contiguous",)),
 
     # --- multi-query causal decode ----------------------------------------------
@@ -378,40 +393,44 @@ CATALOG: tuple[Mutant, ...] = (
         "multi_query_causal_limit_off_by_one",
         "row i sees keys <= N - L + i + 1: one key of the future",
         "multi_query",
-        (body(MULTI, "key >= k1 || key > limit[t]) v = -INFINITY;", "key >= k1 || key > limit[t] + 1u) v = -INFINITY;"),
-         graph(MULTI, "(key[None, :, b, None, :] <= limit[None])", "(key[None, :, b, None, :] <= limit[None] + 1)")),
+        (body(MULTI_COMPUTE, "key >= k1 || key > limit[t]) v = -INFINITY;",
+              "key >= k1 || key > limit[t] + 1u) v = -INFINITY;"),
+         graph(MULTI_GRAPH, "(key[None, :, b, None, :] <= limit[None])",
+               "(key[None, :, b, None, :] <= limit[None] + 1)")),
         ("properties/test_multi_query_props.py::test_rows_never_see_later_keys[{arm}]",)),
     Mutant(
         "multi_query_tile_rows_transposed",
         "the partial reads tile row j as (head r = j % REP, query i = j / REP) while the merge writes it back as "
         "(j / L, j % L)",
         "multi_query",
-        (body(MULTI, "const uint rr = rowOk ? row / (uint)L : 0u, qi = rowOk ? row % (uint)L : 0u;",
+        (body(MULTI_PARTIAL, "const uint rr = rowOk ? row / (uint)L : 0u, qi = rowOk ? row % (uint)L : 0u;",
               "const uint rr = rowOk ? row % (uint)REP : 0u, qi = rowOk ? row / (uint)REP : 0u;"),
-         graph(MULTI, "qf = _half(qs.astype(mx.float32)).reshape(kvh, 1, nq, d)",
+         graph(MULTI_GRAPH, "qf = _half(qs.astype(mx.float32)).reshape(kvh, 1, nq, d)",
                "qf = _half(qs.astype(mx.float32)).reshape(kvh, rep, L, d).transpose(0, 2, 1, 3).reshape(kvh, 1, nq, d)"),
-         graph(MULTI, "qi = mx.arange(nq) % L", "qi = mx.arange(nq) // rep")),
+         graph(MULTI_GRAPH, "qi = mx.arange(nq) % L", "qi = mx.arange(nq) // rep")),
         (MULTI_GATE % "bfloat16-H4-KVH2-L8-N8-D64-contiguous",)),
     Mutant(
         "multi_query_merge_without_max_rescale",
         "the split merge adds partials without rescaling each by exp(m_s - max)",
         "multi_query",
-        (body(MULTI, "w = metal::exp(ms - next);", "w = 1.0f;"),
-         graph(MULTI, "weight = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "weight = mx.where(m == -mx.inf, 0.0, 1.0)")),
+        (body(MULTI_MERGE, "w = metal::exp(ms - next);", "w = 1.0f;"),
+         graph(MULTI_GRAPH, "weight = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))",
+               "weight = mx.where(m == -mx.inf, 0.0, 1.0)")),
         ("properties/test_multi_query_props.py::test_fully_masked_splits_are_skipped[{arm}-3]",)),
     Mutant(
         "multi_query_second_tile_masked_as_first",
         "a SIMD group holding two 8-row tiles masks the second tile's rows with the first tile's causal limits",
         "multi_query",
-        (body(MULTI, "if (!rowOks[t] || key >= k1 || key > limit[t])", "if (!rowOks[t] || key >= k1 || key > limit[0])"),
-         graph(MULTI, "limit = (n - L + qi).reshape(1, nq, 1)",
+        (body(MULTI_COMPUTE, "if (!rowOks[t] || key >= k1 || key > limit[t])",
+              "if (!rowOks[t] || key >= k1 || key > limit[0])"),
+         graph(MULTI_GRAPH, "limit = (n - L + qi).reshape(1, nq, 1)",
                "limit = (n - L + qi[(mx.arange(nq) // 16) * 16 + mx.arange(nq) % 8]).reshape(1, nq, 1)")),
         (MULTI_GATE % "bfloat16-H40-KVH4-L5-N300-D80-splits37-contiguous",)),
     Mutant(
         "multi_query_scale_not_folded",
         "the softmax scale, folded into the kernel's q load, is dropped: the scores are q . k unscaled",
         "multi_query",
-        (body(MULTI, "const float qscale = float(scale[0]);", "const float qscale = 1.0f;"),
+        (body(MULTI_PARTIAL, "const float qscale = float(scale[0]);", "const float qscale = 1.0f;"),
          graph(MULTI, "return _graph(q * _scale_array(scale, q.dtype), keys, values, splits)",
                "return _graph(q, keys, values, splits)")),
         (MULTI_GATE % "bfloat16-H4-KVH2-L8-N8-D64-contiguous",)),
@@ -419,43 +438,45 @@ CATALOG: tuple[Mutant, ...] = (
         "multi_query_split_length_floored",
         "keys per split rounded down (N / splits): the last N mod splits keys belong to no split",
         "multi_query",
-        (body(MULTI, "const uint per = (n + splits - 1u) / splits;", "const uint per = n / splits;"),
-         graph(MULTI, "per = -(-n // splits)", "per = n // splits")),
+        (body(MULTI_PARTIAL, "const uint per = (n + splits - 1u) / splits;", "const uint per = n / splits;"),
+         graph(MULTI_GRAPH, "per = -(-n // splits)", "per = n // splits")),
         (MULTI_GATE % "bfloat16-H12-KVH2-L5-N300-D80-splits37-contiguous",)),
     Mutant(
         "multi_query_accumulator_not_rescaled",
         "the online softmax rescales the running sum l but not the accumulator O when the max grows",
         "multi_query",
-        (body(MULTI, "              o[t][f].thread_elements()[0] *= corr;\n              o[t][f].thread_elements()[1] *= corr;\n",
+        (body(MULTI_COMPUTE, "              o[t][f].thread_elements()[0] *= corr;\n              o[t][f].thread_elements()[1] *= corr;\n",
                ""),
-         graph(MULTI, "o = o * corr[..., None] + _half(w) @ v[:, :, b]", "o = o + _half(w) @ v[:, :, b]")),
+         graph(MULTI_GRAPH, "o = o * corr[..., None] + _half(w) @ v[:, :, b]", "o = o + _half(w) @ v[:, :, b]")),
         (MULTI_GATE % "float32-H8-KVH1-L4-N257-D256-heads",)),
     Mutant(
         "multi_query_tiles_read_the_buffer_being_staged",
         "the two-stage partial (CUDA) computes block i from the buffer its stagers are filling with block i + 1 "
         "(one stage has one buffer: the graph arm mirrors the effect, block i's scores from block i + 1's keys)",
         "multi_query",
-        (body(MULTI, "const THREADGROUP_MEM half* kc = kt + (step % (uint)STAGES) * (uint)(BK * KS);",
+        (body(MULTI_COMPUTE, "const THREADGROUP_MEM half* kc = kt + (step % (uint)STAGES) * (uint)(BK * KS);",
               "const THREADGROUP_MEM half* kc = kt + (it % (uint)STAGES) * (uint)(BK * KS);"),
-         graph(MULTI, "s = qf @ k[:, :, b].swapaxes(-1, -2)", "s = qf @ k[:, :, min(b + 1, blocks - 1)].swapaxes(-1, -2)")),
+         graph(MULTI_GRAPH, "s = qf @ k[:, :, b].swapaxes(-1, -2)",
+               "s = qf @ k[:, :, min(b + 1, blocks - 1)].swapaxes(-1, -2)")),
         (MULTI_GATE % "bfloat16-H32-KVH8-L8-N4096-D128-slice",)),
     Mutant(
         "multi_query_ring_converts_the_slot_being_filled",
         "the ring partial's stagers (CUDA) convert block i from the slot their cp.async copies of block i + 1 are "
         "filling (the graph arm mirrors the effect, block i's scores from block i + 1's keys)",
         "multi_query",
-        (body(MULTI, "const T* const slot = raw + (b % (uint)RING) * (uint)(2 * BK * D);",
+        (body(MULTI_RING_STAGER, "const T* const slot = raw + (b % (uint)RING) * (uint)(2 * BK * D);",
               "const T* const slot = raw + ((b + 1u) % (uint)RING) * (uint)(2 * BK * D);"),
-         graph(MULTI, "s = qf @ k[:, :, b].swapaxes(-1, -2)", "s = qf @ k[:, :, min(b + 1, blocks - 1)].swapaxes(-1, -2)")),
+         graph(MULTI_GRAPH, "s = qf @ k[:, :, b].swapaxes(-1, -2)",
+               "s = qf @ k[:, :, min(b + 1, blocks - 1)].swapaxes(-1, -2)")),
         (MULTI_GATE % "bfloat16-H32-KVH8-L8-N4096-D128-slice",)),  # the ring is CUDA's default at NQ 32 / D 128
     Mutant(
         "multi_query_ring_packs_pairs_high_first",
         "the ring partial's conversion (CUDA) packs a bfloat16 word's two elements high one first: dims 8i and "
         "8i + 1 of every K and V row trade places (the graph arm mirrors the effect on its rows)",
         "multi_query",
-        (body(MULTI, "const uint4 h = make_uint4(half2_bits(bf16_lo_as_float(w.x), bf16_hi_as_float(w.x)),",
+        (body(MULTI_HEADER, "const uint4 h = make_uint4(half2_bits(bf16_lo_as_float(w.x), bf16_hi_as_float(w.x)),",
               "const uint4 h = make_uint4(half2_bits(bf16_hi_as_float(w.x), bf16_lo_as_float(w.x)),"),
-         graph(MULTI, "    gathered = mx.where(live, key, 0).reshape(-1)\n",
+         graph(MULTI_GRAPH, "    gathered = mx.where(live, key, 0).reshape(-1)\n",
                "    gathered = mx.where(live, key, 0).reshape(-1)\n"
                "    swap = mx.array([i ^ 1 if i % 8 < 2 else i for i in range(d)])\n"
                "    keys, values = keys[..., swap], values[..., swap]\n")),
@@ -465,10 +486,10 @@ CATALOG: tuple[Mutant, ...] = (
         "the partial indexes q as if it were contiguous [1, H, L, D] instead of through q_strides: a view of q (a "
         "decode step's transposed [1, L, H, D], a head slice) reads other heads' and rows' values",
         "multi_query",
-        (body(MULTI, "const auto qp = q + (ulong)(hk * (uint)REP + rr) * (ulong)q_strides[1] + (ulong)qi * "
+        (body(MULTI_PARTIAL, "const auto qp = q + (ulong)(hk * (uint)REP + rr) * (ulong)q_strides[1] + (ulong)qi * "
                      "(ulong)q_strides[2];",
               "const auto qp = q + ((ulong)(hk * (uint)REP + rr) * (uint)L + qi) * (uint)D;"),
-         body(MULTI, "const ulong qds = (ulong)q_strides[3];", "const ulong qds = 1;")),
+         body(MULTI_PARTIAL, "const ulong qds = (ulong)q_strides[3];", "const ulong qds = 1;")),
         ("parity/test_multi_query.py::test_query_views_are_read_through_strides[{arm}-bfloat16-H32-KVH8-L8-N1000-"
          "D128-decode]",),
         arms=("metal", "cuda")),  # the graph arm reads q through MLX ops: no mirror makes the same mistake
@@ -477,7 +498,7 @@ CATALOG: tuple[Mutant, ...] = (
         "the merge reads each split's sum l at m's offset in the packed partial (cells * D instead of cells * (D + "
         "1)): the denominators are the maxima",
         "multi_query",
-        (body(MULTI, "ls = part[cells * (uint)(D + 1) + b];", "ls = part[cells * (uint)D + b];"),),
+        (body(MULTI_MERGE, "ls = part[cells * (uint)(D + 1) + b];", "ls = part[cells * (uint)D + b];"),),
         ("parity/test_multi_query.py::test_merge_matches_float64_oracle[{arm}-bfloat16-splits1-KVH2-NQ4-D64-random]",
          MULTI_GATE % "bfloat16-H4-KVH2-L8-N8-D64-contiguous"),
         arms=("metal", "cuda")),  # the graph arm merges in MLX ops, with no packed buffer to misread
@@ -486,7 +507,7 @@ CATALOG: tuple[Mutant, ...] = (
         "the stagers' items per block rounded down (BK / rows per pass): where the passes do not divide a block, its "
         "last rows are never staged and the tiles read the previous block's",
         "multi_query.host",
-        (code(MULTI, '("ITEMS", -(-bk // rows_per_pass))', '("ITEMS", bk // rows_per_pass)'),),
+        (code(MULTI_LAUNCH, '("ITEMS", -(-bk // rows_per_pass))', '("ITEMS", bk // rows_per_pass)'),),
         ("parity/test_multi_query.py::test_launch_geometry_stages_every_row",)),
 
     # --- the memo of validated calls (host) -----------------------------------------
@@ -509,9 +530,9 @@ CATALOG: tuple[Mutant, ...] = (
         "paged_quantized_partition_floor_dropped",
         "affine pools' default partitions lose their 512-token floor: 256-token partitions at 32/8/D128/N32k, the "
         "64-token ones that made kvq4 at 8/1 slower than the seed body (H200, 8/1/N32k: 114.5 against 93.7 us eval8 "
-        "with 512-token partitions; impl/paged_attention.py, QUANTIZED_MIN_PARTITION)",
+        "with 512-token partitions; impl/paged_attention/launch.py, QUANTIZED_MIN_PARTITION)",
         "paged_attention.host",
-        (code(PAGED, "quanta = max(quanta, min(QUANTIZED_MIN_PARTITION // PARTITION_QUANTUM, whole))",
+        (code(PAGED_LAUNCH, "quanta = max(quanta, min(QUANTIZED_MIN_PARTITION // PARTITION_QUANTUM, whole))",
               "quanta = max(quanta, 1)"),),
         ("properties/test_paged_attention_props.py::test_default_partition_fills_the_target_and_no_more",)),
 
@@ -745,7 +766,7 @@ CATALOG: tuple[Mutant, ...] = (
         "a sub-chunk ends at min(N, s0 + sub), not at its block's end: a ragged block's last sub-chunk re-reads "
         "the next block's first tokens",
         "kvq4_decode",
-        (body(KVQ4, "s1 = metal::min(tEnd, s0 + sub);", "s1 = metal::min(N, s0 + sub);"),
+        (body(KVQ4_BODY, "s1 = metal::min(tEnd, s0 + sub);", "s1 = metal::min(N, s0 + sub);"),
          graph(KVQ4, "live = (within < block) & (token < n)", "live = token < n")),
         ("properties/test_kvq4_decode_props.py::test_matches_float64_oracle[{arm}-seed]",)),
 )

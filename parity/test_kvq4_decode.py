@@ -126,7 +126,7 @@ def test_float32_matmul_precision(gate):
     assert relative <= 2.0**-10, (
         f"MLX {mx.__version__} on {mx.default_device()}: a float32 matmul is {relative:.3g} of sum|a b| off, worse "
         f"than TF32's worst case 2^-10 (MLX_ENABLE_TF32={os.environ.get('MLX_ENABLE_TF32')}): impl.multi_query's "
-        f"graph arm relies on float32 matmuls at least as precise as TF32 (impl/multi_query.py docstring), and "
+        f"graph arm relies on float32 matmuls at least as precise as TF32 (impl/multi_query/graph.py docstring), and "
         f"impl.kvq4_decode / impl.paged_attention avoid them only because of TF32")
 
 

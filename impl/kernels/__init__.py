@@ -9,12 +9,14 @@
 * ``cuda_source``: the translation unit MLX generates for a CUDA kernel, which
   ``test_cuda_compile.py`` compiles with nvcc so CI catches a body that breaks CUDA.
 
-The graph arm of each kernel lives with the kernel (``impl/paged_attention.py``,
-``impl/normalized_argmax.py``): it needs no compiler.
+The bodies live with their kernel, as files beside its module (``impl/normalized_argmax.metal``) or
+in its package (``impl/paged_attention/partial.metal``), read by ``kernel_text`` (``compile``'s
+docstring has the layout); so does the graph arm (``impl/normalized_argmax.py``,
+``impl/paged_attention/graph.py``): it needs no compiler.
 """
 
 from .compile import (COMPILED_ARMS, CUDA_PRELUDE, MAX_DYNAMIC_SHARED_BYTES, METAL_PRELUDE, TRACES_KEPT, KernelSpec,
-                      Launch, TemplateArg, compiled_kernel, full_header, input_signature)
+                      Launch, TemplateArg, compiled_kernel, full_header, input_signature, kernel_text)
 from .cuda_source import MLX_CUDA_DEFAULT_HEADER, cuda_translation_unit
 
 __all__ = [
@@ -31,4 +33,5 @@ __all__ = [
     "cuda_translation_unit",
     "full_header",
     "input_signature",
+    "kernel_text",
 ]

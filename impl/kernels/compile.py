@@ -27,6 +27,18 @@ and input ranks (``Launch.variant``: MLX renders both into the code), and its dy
 for some (MLX opts a kernel into it once, when it first loads the name): a bf16 call and an f16 call of one spec,
 two output dtypes, or an edited body or prelude, can never pick up each other's compiled kernel
 (``test_kernel_names.py``).
+
+Kernel text lives in files beside the Python that builds the spec, read at import by
+``kernel_text(__file__, name)`` (UTF-8, no newline translation: a file holds its string byte for byte, so
+moving a body into a file renames no kernel). As in MLX's ``mlx/backend/metal/kernels/``, one kernel family
+per place: a kernel module ``impl/<kernel>.py`` keeps ``impl/<kernel>.metal`` (its body),
+``impl/<kernel>_<piece>.metal`` (pieces its Python puts in the body's markers) and ``impl/<kernel>.h`` (its
+header of ``METAL_FUNC`` helpers) beside it; a kernel package ``impl/<kernel>/`` (``__init__.py`` the contract
+and the call, ``launch.py`` the specs and launches, ``graph.py`` the graph arm) holds ``<body>.metal`` per
+kernel (``partial.metal``, ``merge.metal``), ``<piece>.metal`` for the pieces and ``<kernel>.h`` for the
+shared header. A body is what ``mx.fast.metal_kernel`` takes (a function body, not a whole kernel); a piece
+may be a fragment that fills a marker mid-line (then it has no final newline) or a ``string.Template`` with
+``$name`` fields (``impl/paged_attention/load_*.metal``).
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ __all__ = [
     "TemplateArg",
     "compiled_kernel",
     "full_header",
+    "kernel_text",
 ]
 
 COMPILED_ARMS = ("metal", "cuda")
@@ -64,6 +77,14 @@ METAL_PRELUDE = ("#ifndef METAL_FUNC\n#define METAL_FUNC inline\n#endif\n"
                  "METAL_FUNC float bf16_lo_as_float(uint w) { return as_type<float>(w << 16); }\n"
                  "METAL_FUNC float bf16_hi_as_float(uint w) { return as_type<float>(w & 0xffff0000u); }\n"
                  "METAL_FUNC float half_bits_as_float(uint x) { return float(as_type<half>(ushort(x))); }\n")
+
+
+def kernel_text(module_file: str, name: str) -> str:
+    """The text of ``name``, a kernel body, piece or header beside ``module_file`` (a module's ``__file__``), as
+    the file's bytes decoded from UTF-8 with no newline translation (module docstring)."""
+    with open(Path(module_file).with_name(name), encoding="utf-8", newline="") as f:
+        return f.read()
+
 
 TemplateArg = int | bool | mx.Dtype
 # The most dynamic shared memory a threadgroup may ask for: an H100 / H200 (sm_90) block's opt-in maximum,

@@ -50,7 +50,7 @@ F64_ATOL = 1e-12
 SDPA_RELIED_ON = (
     "MLX {version}'s mx.fast.scaled_dot_product_attention (CPU) left FlashAttention's error-ratio bound of the "
     "float64 oracle on rows with a visible key (or a sink): the project relies on it there (the control paths "
-    "impl/kv/view.py and impl/paged_attention.py's fallback, and parity/decoder.py's dense reference, attend with it); "
+    "impl/kv/view.py and impl/paged_attention's fallback, and parity/decoder.py's dense reference, attend with it); "
     "rows without a visible key are MLX's fully-masked policy, recorded as findings, not gated")
 CAUSAL_RELIED_ON = (
     "MLX {version}'s mask='causal' is no longer masks.causal_mask(L, N - L) (bottom-right aligned): the project "

@@ -1,0 +1,4 @@
+
+#ifndef DEVICE_MEM
+#define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
+#endif

@@ -1,0 +1,75 @@
+
+#ifndef DEVICE_MEM
+#define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
+#endif
+
+// V = 8 or 4 consecutive elements of a plain row as float (the body's vector loads; the caller's
+// pointer is aligned to V elements: rows of a multiple of V elements, each lane starting at a
+// multiple of V). The 16-bit dtypes read them as one 16-byte (8-byte) load of 32-bit words and
+// widen each word's pair, element 2i the low half of word i: nvcc compiled the 4 x bfloat16 struct
+// load of metal::vec<T, 4> as four 2-byte loads. Float32 reads one 4-vector (V = 8: never given).
+struct Wide8 {
+  float v[8];
+};
+struct Wide4 {
+  float v[4];
+};
+
+template <typename T>
+METAL_FUNC Wide8 load8(const DEVICE_MEM T* p) {
+  Wide8 r;
+  for (uint e = 0; e < 8; ++e) r.v[e] = float(p[e]);
+  return r;
+}
+
+template <typename T>
+METAL_FUNC Wide4 load4(const DEVICE_MEM T* p) {
+  const float4 x = float4(*(const DEVICE_MEM metal::vec<T, 4>*)p);
+  return Wide4{{x.x, x.y, x.z, x.w}};
+}
+
+#if defined(__CUDACC__)
+#define PAGED_BF16 __nv_bfloat16
+#define PAGED_F16 __half
+#else
+#define PAGED_BF16 bfloat16_t
+#define PAGED_F16 half
+#endif
+
+template <>
+METAL_FUNC Wide8 load8<PAGED_BF16>(const DEVICE_MEM PAGED_BF16* p) {
+  const uint4 x = *(const DEVICE_MEM uint4*)p;
+  const uint w[4] = {x.x, x.y, x.z, x.w};
+  Wide8 r;
+  for (uint i = 0; i < 4; ++i) {  // a bfloat16 is the top half of its float32
+    r.v[2 * i] = bf16_lo_as_float(w[i]);
+    r.v[2 * i + 1] = bf16_hi_as_float(w[i]);
+  }
+  return r;
+}
+
+template <>
+METAL_FUNC Wide4 load4<PAGED_BF16>(const DEVICE_MEM PAGED_BF16* p) {
+  const uint2 x = *(const DEVICE_MEM uint2*)p;
+  return Wide4{{bf16_lo_as_float(x.x), bf16_hi_as_float(x.x),
+                bf16_lo_as_float(x.y), bf16_hi_as_float(x.y)}};
+}
+
+template <>
+METAL_FUNC Wide4 load4<PAGED_F16>(const DEVICE_MEM PAGED_F16* p) {
+  const uint2 x = *(const DEVICE_MEM uint2*)p;
+  return Wide4{{half_bits_as_float(x.x & 0xffffu), half_bits_as_float(x.x >> 16),
+                half_bits_as_float(x.y & 0xffffu), half_bits_as_float(x.y >> 16)}};
+}
+
+template <>
+METAL_FUNC Wide8 load8<PAGED_F16>(const DEVICE_MEM PAGED_F16* p) {
+  const uint4 x = *(const DEVICE_MEM uint4*)p;
+  const uint w[4] = {x.x, x.y, x.z, x.w};
+  Wide8 r;
+  for (uint i = 0; i < 4; ++i) {
+    r.v[2 * i] = half_bits_as_float(w[i] & 0xffffu);
+    r.v[2 * i + 1] = half_bits_as_float(w[i] >> 16);
+  }
+  return r;
+}
