@@ -11,7 +11,7 @@ project module (the mutated ones included) comes from the copy, as in a fresh pr
 It is run by path (``python mutants/zygote.py``), never imported from the tree: ``sys.path[0]``
 is then this folder, not the repository, and nothing of the project is imported here. Protocol,
 one JSON object per line: the runner writes ``{"cwd", "args", "env", "log"}``; the zygote answers
-``{"pid": N}`` once the child runs (in its own session: the runner kills its process group at a
+``{"pid": N}`` once the child runs (leading its own process group, setsid: the runner kills that group at a
 timeout) and ``{"exit": code}`` when it ended (a negative code: killed by that signal). End of
 input ends the zygote.
 

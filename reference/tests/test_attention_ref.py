@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 
 import ml_dtypes
 import mlx.core as mx
@@ -39,6 +38,7 @@ from reference.attention import (
     split_merge_ref,
 )
 from reference.masks import causal_mask
+from reference.tests.helpers import relied_on
 
 SDPA = "mx.fast.scaled_dot_product_attention"
 ORACLE = "attention_ref"
@@ -60,16 +60,6 @@ EXP_RELIED_ON = (
     "MLX {version}'s CPU exp (float32) is less accurate than 2 (|x| + 2) u: attention_noise_floor "
     "(reference/attention.py) bounds the exponential's error by u |s_j - max| (plus the score's u S_j), and the "
     "error-ratio gates of MLX's SDPA here take their floor from it: widen it before trusting those gates")
-
-
-@contextmanager
-def relied_on(why: str):
-    """A failing check of third-party behaviour the project relies on: its message also says who relies on it."""
-    try:
-        yield
-    except AssertionError as exc:
-        exc.args = (f"{exc.args[0] if exc.args else ''}\n{why.format(version=mx.__version__)}",)
-        raise
 
 
 # The gate fixture only records; sharing it across Hypothesis examples is safe.

@@ -21,7 +21,6 @@ What is established (each a gate or a named, recorded fact):
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from fractions import Fraction
 
 import ml_dtypes
@@ -41,6 +40,7 @@ from reference.sampling import (
     normalized_scores_ref,
     round_to,
 )
+from reference.tests.helpers import relied_on
 
 NATIVE = "mx.argmax(logits - mx.logsumexp(logits))"
 ORACLE = "normalized_argmax_ref"
@@ -56,16 +56,6 @@ NATIVE_RELIED_ON = (
     "project relies on it: impl.normalized_argmax is held equal to native argmax(logits - logsumexp) on such rows "
     "(parity/test_normalized_argmax.py::test_normalized_argmax) and the contract's lowest-index rule is native's. "
     "MLX's rule for NaN (mlx_argmax_ref: NaN beats every number) is no such dependency: it is recorded as findings")
-
-
-@contextmanager
-def relied_on(why: str):
-    """A failing check of third-party behaviour the project relies on: its message also says who relies on it."""
-    try:
-        yield
-    except AssertionError as exc:
-        exc.args = (f"{exc.args[0] if exc.args else ''}\n{why.format(version=mx.__version__)}",)
-        raise
 
 
 def nan_free(scores: np.ndarray) -> np.ndarray:
