@@ -45,7 +45,7 @@ def process_name(config) -> str:
     return getattr(config, "workerinput", {}).get("workerid", "main")
 
 
-def session_canary(config) -> canary.CanaryResult:
+def run_canary(config) -> canary.CanaryResult:
     """The canary's result in this process: run and recorded the first time it is asked for."""
     if RESULT_KEY not in config.stash:
         result = canary.run_canary()
@@ -60,14 +60,14 @@ def pytest_configure(config):
         return
     status = metal_arm_status(config)
     if not status.available:
-        append_record(canary.status_without_running(status.reason).record(where="session"))
+        append_record(canary.status_without_running(status.reason).record(where="run"))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     if not is_metal_item(item) or not metal_arm_status(item.config).available:
         return  # an unavailable arm is conftest's skip, with its reason
-    result = session_canary(item.config)
+    result = run_canary(item.config)
     if not result.ok:
         item.stash[FAILURE_KEY] = canary.failure_message(result)
 

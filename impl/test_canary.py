@@ -324,7 +324,7 @@ def test_a_run_without_the_metal_arm_records_why(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     records = [json.loads(line) for line in results.read_text().splitlines()]
     canaries = [r for r in records if r["kind"] == "canary"]
-    assert len(canaries) == 1 and canaries[0]["where"] == "session"
+    assert len(canaries) == 1 and canaries[0]["where"] == "run"
     assert canaries[0]["status"] in ("unavailable", "not_run") and canaries[0]["message"]
 
 
@@ -335,7 +335,7 @@ def test_report_shows_the_canary_failures_first():
     failed = canary.check_output(np.zeros(N, np.float32), device_name="Apple M9")
     unavailable = canary.CanaryResult("unavailable", "no Metal device: MLX has no Metal backend here")
     records = [{"kind": "environment", "device": "gpu", "arms": {}},
-               unavailable.record(where="session"), failed.record(where="gw0"), failed.record(where="gw1")]
+               unavailable.record(where="run"), failed.record(where="gw0"), failed.record(where="gw1")]
     html = render(build_results(records, pytest_status=1))
     row = html[html.index('id="canary"'):]
     row = row[:row.index("</td>")]
