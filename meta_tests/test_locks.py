@@ -7,6 +7,7 @@ pyproject no longer asks for: ``make lock`` regenerates them.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -107,14 +108,16 @@ def test_select_maps_each_platform_and_extras_to_its_lock():
 
 
 def test_the_venv_recipe_installs_the_selected_lock_with_hashes():
-    recipe = subprocess.run(["make", "-n", "-B", "venv", f"PYTHON={sys.executable}"], cwd=ROOT,
+    # A clean make: under `make test DEPS=newest` the parent's variables reach a child make through MAKEFLAGS.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "DEPS", "EXTRAS")}
+    recipe = subprocess.run(["make", "-n", "-B", "venv", f"PYTHON={sys.executable}"], cwd=ROOT, env=env,
                             capture_output=True, text=True, check=True).stdout
     assert "scripts/lock.py select" in recipe and "--require-hashes --no-deps" in recipe, recipe
     assert "scripts/deps_drift.py" in recipe and "--check" in recipe, recipe  # the venv must equal the lock
-    newest = subprocess.run(["make", "-n", "test", "DEPS=newest", f"PYTHON={sys.executable}"], cwd=ROOT,
+    newest = subprocess.run(["make", "-n", "test", "DEPS=newest", f"PYTHON={sys.executable}"], cwd=ROOT, env=env,
                             capture_output=True, text=True, check=True).stdout
     assert ".venv-newest" in newest and "--upgrade-strategy eager" in newest and "--failed" in newest, newest
-    bad = subprocess.run(["make", "-n", "test", "DEPS=latest"], cwd=ROOT, capture_output=True, text=True)
+    bad = subprocess.run(["make", "-n", "test", "DEPS=latest"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert bad.returncode != 0 and "DEPS=latest" in bad.stderr
 
 
