@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import mlx.core as mx
 import numpy as np
 
 
@@ -45,3 +46,15 @@ def check_choice(name: str, value, choices: tuple):
     if not any(value is c or (type(value) is type(c) and value == c) for c in choices):
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
+
+
+def check_partials(out: tuple, maxima: tuple, sums: tuple, *, layout: str) -> None:
+    """A split attention's partials, each given as ``(name, array)``: float32 mx.arrays, ``out`` 4-d and the
+    per-row ``maxima`` and ``sums`` its first three dims (``layout`` names both shapes in the error)."""
+    for name, x in (out, maxima, sums):
+        if not isinstance(x, mx.array) or x.dtype != mx.float32:
+            got = x.dtype if isinstance(x, mx.array) else type(x).__name__  # a NumPy float32 array is no mx.array
+            raise TypeError(f"{name} must be a float32 mx.array, got {got}")
+    o, m, s = out[1], maxima[1], sums[1]
+    if o.ndim != 4 or m.shape != o.shape[:3] or s.shape != o.shape[:3]:
+        raise ValueError(f"{out[0]} must be {layout}; got {list(o.shape)}, {list(m.shape)}, {list(s.shape)}")

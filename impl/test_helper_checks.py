@@ -74,3 +74,18 @@ def test_choices_take_numpy_integers_as_ints():
         assert type(paged.LANES_PER_ROW) is int and paged.LANES_PER_ROW == 16
     finally:
         paged.set_lane_map(*before)
+
+
+def test_check_partials_names_the_argument_and_the_layout():
+    from impl.checks import check_partials
+
+    out, rows = mx.zeros((2, 3, 4, 8)), mx.zeros((2, 3, 4))
+    check_partials(("values", out), ("maxima", rows), ("sums", rows), layout="[Hq, n, count, Dv]")
+    with pytest.raises(TypeError, match="maxima must be a float32 mx.array, got mlx.core.float16"):
+        check_partials(("values", out), ("maxima", rows.astype(mx.float16)), ("sums", rows), layout="L")
+    with pytest.raises(TypeError, match="sums must be a float32 mx.array, got ndarray"):
+        check_partials(("values", out), ("maxima", rows), ("sums", np.zeros((2, 3, 4), np.float32)), layout="L")
+    with pytest.raises(ValueError, match=r"values must be \[Hq, n, count, Dv\]; got \[2, 3, 4, 8\], \[2, 3\]"):
+        check_partials(("values", out), ("maxima", rows[..., 0]), ("sums", rows), layout="[Hq, n, count, Dv]")
+    with pytest.raises(ValueError, match="values must be"):
+        check_partials(("values", rows), ("maxima", rows), ("sums", rows), layout="L")  # out is not 4-d

@@ -42,6 +42,7 @@ import contextlib
 import difflib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -266,29 +267,26 @@ class _ForkedRun:
 
 
 class ZygotePool:
-    """Zygotes for ``workers`` concurrent runs; each run borrows one (``with pool.borrow() as zygote``)."""
+    """Zygotes for ``workers`` concurrent runs; each run borrows one (``with pool.borrow() as zygote``), and a
+    broken one is replaced when it comes back."""
 
     def __init__(self, python: str, env: dict[str, str], workers: int):
         self.python, self.env = python, env
-        self.free = [Zygote(python, env) for _ in range(max(1, workers))]
-        self.lock = threading.Lock()
-        self.available = threading.Semaphore(len(self.free))
+        self.free: queue.SimpleQueue[Zygote] = queue.SimpleQueue()
+        for _ in range(max(1, workers)):
+            self.free.put(Zygote(python, env))
 
     @contextlib.contextmanager
     def borrow(self):
-        self.available.acquire()
-        with self.lock:
-            zygote = self.free.pop()
+        zygote = self.free.get()
         try:
             yield zygote
         finally:
-            with self.lock:
-                self.free.append(Zygote(self.python, self.env) if zygote.broken else zygote)
-            self.available.release()
+            self.free.put(Zygote(self.python, self.env) if zygote.broken else zygote)
 
     def close(self) -> None:
-        for zygote in self.free:
-            zygote.close()
+        while not self.free.empty():
+            self.free.get().close()
 
 
 def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable, device: str | None = None,

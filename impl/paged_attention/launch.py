@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import mlx.core as mx
 
 from impl.block_table import BlockTable, padded_length
-from impl.checks import check_choice, check_int
+from impl.checks import check_choice, check_int, check_partials
 from impl.kernels import KernelSpec, Launch, kernel_text
 
 if TYPE_CHECKING:
@@ -431,12 +431,8 @@ def pack_partials(values: mx.array, maxima: mx.array, sums: mx.array, partitions
     and ``sums`` [Hq, n, count], float32, in the PARTS layout (``partial_shape``) of a buffer of ``partitions`` >=
     count partitions (None: count). The rows are packed by ``count``, as the partial writes them; the buffer's
     remaining floats hold NaN, so a merge that reads past the call's partitions shows it."""
-    for name, x in (("values", values), ("maxima", maxima), ("sums", sums)):
-        if not isinstance(x, mx.array) or x.dtype != mx.float32:
-            raise TypeError(f"{name} must be a float32 mx.array, got {getattr(x, 'dtype', type(x).__name__)}")
-    if values.ndim != 4 or maxima.shape != values.shape[:3] or sums.shape != values.shape[:3]:
-        raise ValueError(f"values must be [Hq, n, count, Dv] and maxima, sums [Hq, n, count]; got "
-                         f"{list(values.shape)}, {list(maxima.shape)}, {list(sums.shape)}")
+    check_partials(("values", values), ("maxima", maxima), ("sums", sums),
+                   layout="[Hq, n, count, Dv] and maxima, sums [Hq, n, count]")
     hq, n, count, dv = values.shape
     partitions = count if partitions is None else check_int("partitions", partitions, minimum=count)
     rows = mx.concatenate([values, maxima[..., None], sums[..., None]], axis=-1).reshape(-1)
