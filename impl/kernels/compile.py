@@ -270,6 +270,31 @@ class Launch:
 
         return f"custom_kernel_{self.name}{template_hash(self.template)}"
 
+    @property
+    def metal_function(self) -> str:
+        """The kernel's ``[[host_name]]`` in the unit MLX generates for Metal (``metal_source.py``)."""
+        from .metal_source import metal_kernel_name
+
+        return metal_kernel_name(self.name, self.template, [(a.dtype, a.ndim, a.size) for a in self.inputs],
+                                 self.output_dtypes)
+
+    def metal_source(self) -> str:
+        """The source ``mx.fast.metal_kernel`` builds for this call, after MLX's preamble (``metal_source.py``)."""
+        from .metal_source import metal_translation_unit
+
+        return metal_translation_unit(self.name, full_header(self.spec, "metal"), self.spec.source,
+                                      [(n, a.dtype, a.ndim, a.size) for n, a in zip(self.spec.input_names, self.inputs)],
+                                      list(zip(self.spec.output_names, self.output_dtypes)), self.template)
+
+    def mlx_metal_source(self) -> str:
+        """The same unit as MLX itself renders it (traced by ``mx.export_function``; no Metal device needed)."""
+        from .metal_source import mlx_metal_source
+
+        kernel = compiled_kernel(self.spec, "metal", self.input_dtypes, self.shared_memory, self.variant)
+        return mlx_metal_source(kernel, self.inputs, template=list(self.template), grid=self.grid,
+                                threadgroup=self.threadgroup, output_shapes=list(self.output_shapes),
+                                output_dtypes=list(self.output_dtypes))
+
     def cuda_source(self) -> str:
         """The translation unit ``mx.fast.cuda_kernel`` builds for this call (``cuda_source.py``)."""
         from .cuda_source import cuda_translation_unit

@@ -28,71 +28,8 @@ import pytest
 from impl import normalized_argmax as argmax
 from impl import paged_attention as paged
 from impl.kernels import Launch, cuda_translation_unit
+from impl.kernels.launches import argmax_launches, half_row_launches, paged_launches, small_input_launches, strided_launches
 from impl.kernels.nvcc import NVCC, SKIP_REASON, compile_batches
-from properties import strategies as sts
-
-
-DTYPES = ("bfloat16", "float16", "float32")
-# (Hq, Hkv, n, Dk, Dv, block_size): DV a multiple of 32 and not (80), MQA, GQA.
-GEOMETRIES = ((8, 2, 4, 128, 128, 16), (4, 1, 1, 80, 80, 8), (2, 2, 8, 256, 128, 64))
-QUANTIZED = (sts.PagedQuantization(4, 32), sts.PagedQuantization(4, 64), sts.PagedQuantization(8, 64), sts.PagedQuantization(8, 128))
-
-
-def paged_launches() -> list[Launch]:
-    launches = []
-    for dtype in DTYPES:
-        for quant in (None, *QUANTIZED):
-            geometries = GEOMETRIES if quant is None else (GEOMETRIES[0], GEOMETRIES[2])
-            for hq, hkv, n, dk, dv, bs in geometries:
-                case = sts.build_paged_case(np.random.default_rng(0), dtype=dtype, hq=hq, hkv=hkv, n=n, dk=dk, dv=dv,
-                                        block_size=bs, length=70, quant=quant)
-                table, scale, planes, _ = paged._validate(case.q_mx, case.storage, case.table, case.length,
-                                                          case.scale, direct=True)
-                partial = paged.partial_launch(case.q_mx, case.storage, table, case.length, scale, planes)
-                parts = mx.zeros(partial.output_shapes[0], mx.float32)
-                launches += [partial, paged.merge_launch(parts, partial.inputs[4], case.q_mx.dtype)]
-    return launches
-
-
-def strided_launches() -> list[Launch]:
-    """The direct body over kvq4's strided cache (``KVQ4`` layout) per dtype: GQA 2 and 8 (two row chunks)."""
-    from impl import kvq4_decode as kvq4
-
-    launches = []
-    for dtype in DTYPES:
-        for h, kvh in ((4, 2), (8, 1)):
-            q = mx.zeros((1, h, 1, kvq4.HEAD_DIM), getattr(mx, dtype))
-            planes = kvq4.QuantizedKV(mx.zeros((1, kvh, 700, 32), mx.uint32), mx.zeros((1, kvh, 700, 4), getattr(mx, dtype)),
-                                      mx.zeros((1, kvh, 700, 4), getattr(mx, dtype)))
-            cache = kvq4._cache(planes, planes)
-            partial = paged.strided_partial_launch(q, cache, 700, 0.0625)
-            parts = mx.zeros(partial.output_shapes[0], mx.float32)
-            launches += [partial, paged.merge_launch(parts, partial.inputs[4], getattr(mx, dtype))]
-    return launches
-
-
-def half_row_launches() -> list[Launch]:
-    """The plain partials with 16 lanes per row (``paged.set_lane_map(16)``), V = 8 and V = 4."""
-    previous = (paged.LANES_PER_ROW, paged.WIDE_LOADS)
-    paged.set_lane_map(16)
-    try:
-        return [launch for launch in paged_launches() if launch.spec is paged.PARTIAL
-                and dict(launch.template)["LPR"] == 16]
-    finally:
-        paged.set_lane_map(*previous)
-
-
-def argmax_launches() -> list[Launch]:
-    """Per dtype, the row kernel and the fused variant at a vector-path vocabulary (V % 4 == 0, 1024 threads) and
-    an element-path one; the fused variant also at a vocabulary MLX's logsumexp gives 32 threads."""
-    launches = []
-    for dtype in (mx.bfloat16, mx.float16, mx.float32):
-        for vocab in (151936, 2049):
-            x = mx.zeros((3, vocab), dtype)
-            launches += [argmax.row_launch(x, mx.logsumexp(x, axis=-1, keepdims=True)), argmax.fused_launch(x),
-                         argmax.fused_launch(x, with_lse=True)]
-        launches += [argmax.fused_launch(mx.zeros((3, 100), dtype), with_lse=with_lse) for with_lse in (False, True)]
-    return launches
 
 
 @pytest.mark.slow(seconds=25)
@@ -100,7 +37,8 @@ def argmax_launches() -> list[Launch]:
 def test_every_kernel_compiles_as_cuda(tmp_path):
     failures = compile_batches(tmp_path, {"paged_attention": paged_launches() + strided_launches(),
                                           "paged_attention_half_rows": half_row_launches(),
-                                          "normalized_argmax": argmax_launches()})
+                                          "normalized_argmax": argmax_launches(),
+                                          "small_inputs": small_input_launches()})
     assert not failures, "nvcc could not compile the CUDA arm:\n" + "\n".join(failures)
 
 
