@@ -15,7 +15,13 @@ Contract (the seed's ``kvq4DecodeSdpa``, @mlx-bun/inference 1.0.0
   strided view (a slice of a larger cache along heads or tokens, a transpose):
   the kernel reads each plane through its own ``*_strides``, never copying.
   N >= 1 is a runtime argument (read from ``kp_shape``): one compiled kernel
-  serves every cache length.
+  serves every cache length. At KVH = N = 1 the scale and bias planes hold 4
+  elements: MLX passes an input of fewer than 8 elements to a Metal kernel in
+  the ``constant`` address space instead of ``device``
+  (``max_constant_array_size``; so are the direct body's geometry and one-entry
+  block table), and both bodies read every plane element by element, so such
+  a call compiles and computes as any other (``parity/test_small_inputs.py``).
+  q and the packed planes (head dim 256) never get that small.
 * GQA: H = KVH * REP with an even REP (the threadgroup splits its query heads
   into 2 head groups); query head h reads KV head ``h // REP``.
 * ``scale``: finite real; ``q * scale`` is formed in T (MLX's op) before the

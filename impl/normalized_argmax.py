@@ -21,6 +21,11 @@ Contract (the seed's ``normalizedArgmax``, mlx-bun 0.5.0 ``normalized-argmax.ts`
   logsumexp refuses an empty array with ValueError).
 * Eligible float inputs run a fixed-shape ``mx.compile`` of the arm's graph
   (as the seed compiles with shapeless=false): a new shape recompiles.
+* Any size is eligible, the smallest too: logits of fewer than 8 elements
+  ([1, 5], [2, 3], [1, 1], ...; and the row kernel's ``lse`` below 8 rows)
+  are what MLX passes to a Metal kernel in the ``constant`` address space
+  instead of ``device`` (``max_constant_array_size``), and the row kernel
+  reads such a row element by element (Loads, below). Same ids.
 
 Algorithm (all arms): MLX's ``logsumexp`` (one launch; CUDA's fused variant
 computes it in the same kernel, below), then ONE threadgroup per row reads
@@ -97,7 +102,11 @@ order, ``UNROLL`` of them per round so their loads are in flight together.
   misaligned vector load faults; the Metal arm answers false and reads
   elements, since nothing here could check a pointer-to-integer cast on an
   Apple GPU). Otherwise the same chunks are read element by element, bounded
-  by V.
+  by V. Logits of fewer than 8 elements reach a Metal kernel in the constant
+  address space, of which Metal makes no device pointer (so no vector
+  pointer), not even in a cast on a path never taken: ``load_chunk`` has a
+  constant-space overload that reads elements (CUDA has no address spaces:
+  one overload there, unchanged).
 * Threadgroup size: ``threads_for(V)`` = the chunks rounded up to whole SIMD
   groups, at most ``MAX_THREADS`` = 1024 (a decode batch, B <= 132 rows on an
   H200's 132 SMs, puts one row on an SM, so a row's threadgroup should be
@@ -126,7 +135,9 @@ alignment); ``properties/test_normalized_argmax_props.py`` holds the same over
 Hypothesis-drawn batches (ties, NaN, infinities, edges);
 ``test_fused_variant_shifts_by_mlx_logsumexp`` (CUDA) holds the fused
 variant's lse bit-exact to ``mx.logsumexp`` and its ids equal to the two
-launches'. The CUDA record on an NVIDIA H200: ``records/h200-cuda/`` (native
+launches'; ``parity/test_small_inputs.py`` holds every arm to the same two
+references at logits of fewer than 8 elements (Metal's constant space). The
+CUDA record on an NVIDIA H200: ``records/h200-cuda/`` (native
 argmax on CUDA lets NaN win exactly as on the CPU).
 """
 

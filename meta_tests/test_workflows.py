@@ -8,6 +8,8 @@
   platform calls for; the Metal canary, the comparison with the base branch, the
   artifacts, the Hypothesis database and the shards are wired as README's "CI
   workflows" says.
+* The Metal gate: macos-metal's ``make gate`` runs under Metal's shader validation (aborting at a fault) and
+  API validation, and collects the Metal probes (``parity/test_metal_probes.py``) on the metal arm.
 * ``scripts/ci-base-results.sh`` against a fake GitHub CLI; ``make ci`` runs the
   linux-cpu workflow's commands.
 """
@@ -155,6 +157,72 @@ def test_metal_canary_runs_first_where_the_platform_is_a_mac(name, job_name, job
     assert canaries[0] > step_index(job, lambda s: runs_make(s, "venv")), "after make venv builds MLX"
 
 
+# --- the Metal gate: validation layers and the probes -----------------------------------
+
+# What the macos-metal gate job's `make gate` step sets (the workflow's comment says why): shader validation that
+# aborts at a fault (its default only logs and zero-fills the read) and reports it on stderr, and API validation
+# that asserts.
+METAL_VALIDATION = {
+    "MTL_SHADER_VALIDATION": "1",
+    "MTL_SHADER_VALIDATION_ENABLE_ERROR_REPORTING": "1",
+    "MTL_SHADER_VALIDATION_ABORT_ON_FAULT": "1",
+    "MTL_SHADER_VALIDATION_REPORT_TO_STDERR": "1",
+    "MTL_DEBUG_LAYER": "1",
+    "MTL_DEBUG_LAYER_ERROR_MODE": "assert",
+}
+METAL_PROBES = "parity/test_metal_probes.py"
+# The probes only a Mac settles (impl/metal_probes.py): each must reach the metal arm in the Metal gate.
+METAL_PROBE_TESTS = ("test_simdgroup_fragment_ownership", "test_simdgroup_load_origin_and_transpose",
+                     "test_a_1024_thread_group_runs", "test_argmax_groups_fit_the_pipeline_limit",
+                     "test_half_and_bfloat_conversions_round_to_nearest_even",
+                     "test_special_values_follow_ieee_under_the_default_math_mode")
+
+
+def gate_pytest_paths() -> list[str]:
+    """The paths the Makefile's `gate` recipe hands pytest (what `make gate` collects)."""
+    recipe = (ROOT / "Makefile").read_text().split("\ngate: ", 1)[1].split("\n\n", 1)[0]
+    call = re.search(r"\$\(PY\) -m pytest((?: [\w./-]+)+)", recipe)
+    assert call, "make gate's recipe runs no `$(PY) -m pytest <paths>`"
+    return call.group(1).split()
+
+
+def test_metal_gate_runs_under_shader_and_api_validation():
+    """Every `make gate` step of the macos-metal gate job sets Metal's shader validation (aborting at a fault) and
+    API validation, in the step's own environment (read when the MTLDevice is created, in the pytest process), and
+    no workflow- or job-level env overrides them."""
+    workflow = load("macos-metal")
+    job = workflow["jobs"]["gate"]
+    steps = [step for step in job["steps"] if runs_make(step, "gate")]
+    assert steps, "the macos-metal gate job runs no `make gate`"
+    for step in steps:
+        env = {k: str(v) for k, v in (step.get("env") or {}).items()}
+        wrong = {k: env.get(k) for k, v in METAL_VALIDATION.items() if env.get(k) != v}
+        assert not wrong, f"macos-metal's `{step['name']}` step must set {METAL_VALIDATION}; differs: {wrong}"
+    for scope, env in (("workflow", workflow.get("env")), ("gate job", job.get("env"))):
+        assert not set(METAL_VALIDATION) & set(env or {}), f"the macos-metal {scope} env sets validation variables"
+
+
+def test_metal_gate_collects_the_probes_on_the_metal_arm(tmp_path):
+    """The probe file is under a path `make gate` collects, the macos-metal gate job's `make gate` calls narrow
+    nothing (no ARGS, no shard), and collecting it gives each probe a metal-arm item (on a machine without Metal
+    too: there the item is a skip with a reason, on the Mac a test)."""
+    paths = gate_pytest_paths()
+    collected = [p for p in paths if METAL_PROBES == p or METAL_PROBES.startswith(p.rstrip("/") + "/")]
+    assert collected, f"make gate collects {paths}: none holds {METAL_PROBES}"
+    job = load("macos-metal")["jobs"]["gate"]
+    calls = [variables for script in run_scripts(job) for target, variables in make_calls(script) if target == "gate"]
+    assert calls and all(not {"ARGS", "SHARD_ID", "NUM_SHARDS"} & set(v) and v.get("DEVICE") == "gpu" for v in calls)
+    env = {**os.environ, "MLXGATE_RESULTS": str(tmp_path / "results.jsonl")}  # not the running suite's file
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "--device", "cpu", METAL_PROBES], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    items = [line for line in run.stdout.splitlines() if line.startswith(f"{METAL_PROBES}::")]
+    for test in METAL_PROBE_TESTS:
+        ours = [item for item in items if item.split("::", 1)[1].split("[", 1)[0] == test]
+        assert ours and all("metal" in item.split("[", 1)[1].rstrip("]").split("-") for item in ours), (test, ours)
+
+
 # --- comparison with the base branch, artifacts, Hypothesis database, shards ---------
 
 
@@ -247,7 +315,8 @@ def test_make_ci_runs_the_linux_workflow():
     assert "venv EXTRAS=lint" in recipe
     # .ci/run: CI=true, the system tools the test job installs, then make test.
     assert "export CI=true" in ci_run and "\nmake test\n" in ci_run
-    assert "scripts/ci-tools.sh chromium shellcheck" in ci_run and "scripts/ci-tools.sh chromium shellcheck" in test_scripts
+    assert "scripts/ci-tools.sh chromium shellcheck clang-19" in ci_run
+    assert "scripts/ci-tools.sh chromium shellcheck clang-19" in test_scripts
 
 
 # --- lint ---------------------------------------------------------------------------------

@@ -270,6 +270,16 @@ CATALOG: tuple[Mutant, ...] = (
                "raw = mx.pad(raw[:, :vocab - 1], [(0, 0), (0, rounds * threads * CHUNK - vocab + 1)]")),
         ("parity/test_normalized_argmax.py::test_normalized_argmax[{arm}-float32-1025]",)),
     Mutant(
+        "argmax_small_row_pads_with_zero",
+        "a row of fewer than 8 logits (Metal's constant space: its own element loop) reads the columns past the row's "
+        "end as 0, not -inf: on a row of negative logits a column that does not exist wins",
+        "normalized_argmax",
+        (body(ARGMAX_HEADER, "c.v[e] = i >= V ? -INFINITY : float(x[i]);", "c.v[e] = i >= V ? 0.0f : float(x[i]);"),
+         graph(ARGMAX, "(0, rounds * threads * CHUNK - vocab)], constant_values=-mx.inf)",
+               "(0, rounds * threads * CHUNK - vocab)], constant_values=0.0)")),
+        ("parity/test_small_inputs.py::test_normalized_argmax_small_logits[{arm}-float32-1x5-all_negative]",
+         "parity/test_small_inputs.py::test_normalized_argmax_small_logits[{arm}-bfloat16-2x3-all_negative]")),
+    Mutant(
         "argmax_no_score_returns_sentinel",
         "a row with no score above -inf (every score NaN or -inf) returns the start id 0xffffffff instead of 0",
         "normalized_argmax",

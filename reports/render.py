@@ -226,6 +226,23 @@ def environment_rows(env: dict, results: dict) -> list[tuple[str, str]]:
     ]
 
 
+def metal_arm_text(gates: list[dict], arms: dict) -> str:
+    """What checked the Metal arm: the Linux front-end check (``impl/kernels/test_metal_frontend.py``: its
+    ``equal`` gate over one flag per unit, kernel ``metal_frontend``) and whether a Metal device ran the gates."""
+    checks = [g for g in gates if g.get("kernel") == "metal_frontend" and g.get("gate") == "equal"]
+    if checks:
+        units = sum(math.prod(int(n) for n in g.get("shape") or [0]) for g in checks)
+        failing = sum(int(number(g.get("measured")) or 0) for g in checks)
+        front = (f"front-end check (clang against the Metal stand-in): {units} units type-checked, "
+                 + (f"{failing} with errors" if failing else "all clean"))
+    else:
+        front = "front-end check: not run"
+    metal = arms.get("metal") or {}
+    device = ("a Metal device ran the metal-arm gates" if metal.get("available")
+              else f"no Metal device ran the gates ({metal.get('reason') or 'metal arm not recorded'})")
+    return f"{front}; {device}"
+
+
 def canary_rows(canaries: list[dict]) -> list[dict]:
     """The Metal canary's records (one per process that ran it) grouped by outcome; failures first."""
     groups: dict[tuple, list[str]] = defaultdict(list)
@@ -305,6 +322,7 @@ def build_context(results: dict) -> dict[str, Any]:
         "totals": results["totals"],
         "env_rows": environment_rows(env, results),
         "canaries": canary_rows(of_kind(records, "canary")),
+        "metal_arm": metal_arm_text(gates, arms),
         # Sorted: results.json is written with sorted keys, and the page must not depend on dict order.
         "arms_ran": [(n, s.get("reason", "")) for n, s in sorted(arms.items()) if s.get("available")],
         "arms_skipped": [(n, s.get("reason", "")) for n, s in sorted(arms.items()) if not s.get("available")],

@@ -9,8 +9,8 @@ multi-query head dims, query rows and schedules.
 
 ``metal_launches()`` is the Metal arm's set: the specs whose ``arms`` include metal at the schedules Metal runs
 (one K/V stage for multi-query; kvq4's GQA factors within Metal's 32 KiB), plus what only Metal's signature
-distinguishes: inputs of fewer than 8 elements (MLX passes them in the ``constant`` address space), and each
-kernel's largest threadgroup-memory instance.
+distinguishes: inputs of fewer than 8 elements (MLX passes them in the ``constant`` address space), each
+kernel's largest threadgroup-memory instance, and the Metal-only probes of ``impl.metal_probes``.
 """
 
 from __future__ import annotations
@@ -235,7 +235,10 @@ def small_input_launches() -> list[Launch]:
 def metal_launches() -> list[Launch]:
     """The Metal arm's instances (module docstring), the specs Metal cannot compile left out."""
     rep_max = kvq4.max_gqa_factor("metal")
+    from impl import metal_probes  # the macos-metal job's probes: their units are checked here too
+
     launches = (paged_launches() + strided_launches() + half_row_launches() + argmax_launches()
                 + kvq4_launches(tuple(g for g in KVQ4_GEOMETRIES if g[0] <= rep_max))
-                + multi_query_launches(arm="metal") + probe_launches() + small_input_launches())
+                + multi_query_launches(arm="metal") + probe_launches() + small_input_launches()
+                + metal_probes.metal_probe_launches())
     return [launch for launch in launches if "metal" in launch.spec.arms]

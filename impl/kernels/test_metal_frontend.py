@@ -14,6 +14,7 @@ whether Apple's compiler accepts the code it generates, pipeline limits (``maxTo
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 from impl import kvq4_decode as kvq4
@@ -36,12 +37,14 @@ def checked():
 
 @pytest.mark.slow(seconds=10)
 def test_every_metal_unit_type_checks(checked, gate):
-    launches, results = checked
+    """One flag per distinct unit, gated equal to all-clean: the report reads the unit count and the failing
+    count from this record (``reports.render.metal_arm_text``); the errors are printed, a line each."""
+    _, results = checked
     failures = [error for r in results for error in r.errors]
-    gate.equal(len(failures), 0, what=f"Metal units that do not type-check ({len(results)} checked)",
-               kernel="metal_frontend")
-    assert not failures, f"{len(failures)} errors in {sum(not r.clean for r in results)} of {len(results)} " \
-                         "Metal units:\n" + "\n".join(failures[:30])
+    print(f"{len(failures)} errors in {sum(not r.clean for r in results)} of {len(results)} Metal units:",
+          *failures[:40], sep="\n")
+    gate.equal(np.array([r.clean for r in results]), np.ones(len(results), bool), kernel="metal_frontend",
+               what="Metal units that type-check clean (clang against impl/kernels/metal_stand_in)")
 
 
 def test_threadgroup_memory_per_kernel(checked):

@@ -21,6 +21,15 @@ Contract (the seed's ``pagedAttentionView.attend`` direct path, mlx-bun 0.5.0
   capacity). Bottom-right causal: query i sees tokens j <= length - n + i.
   Nothing at or past ``length`` is read: unused slots may hold anything, NaN included.
 * GQA/MQA: query head h reads KV head h // (Hq / Hkv).
+* Any pool size is eligible, the smallest too. An input of fewer than 8
+  elements (K or V of a block or two of one KV head with a few dims; a small
+  q, block table or scale / bias plane; the merge's partials of such a call)
+  is what MLX passes to a Metal kernel in the ``constant`` address space
+  instead of ``device`` (``max_constant_array_size``): the partial reads
+  such K/V rows element by element (the constant-space overloads of
+  ``load4`` / ``load8`` in ``paged_attention.h``: Metal makes no device
+  pointer of a constant one), every other input is read by element anyway.
+  Same numbers.
 * Eligibility is validated before any launch; bad input raises ValueError /
   TypeError naming the argument. On a compiled arm with a frozen ``BlockTable``
   the checks run once per argument signature (``impl.recent_calls``).
@@ -43,7 +52,9 @@ Gates: ``parity/test_paged_attention.py`` (error ratio against the float64
 oracle ``reference.attention.attention_ref`` with FlashAttention's factor 2 and
 the naive low-precision baseline, a KL gate through a fixed LM head; quantized
 pools against the oracle on the dequantized K/V and against
-``paged_attention_gather``); ``properties/test_paged_attention_props.py``
+``paged_attention_gather``); ``parity/test_small_inputs.py`` (the oracle
+gate at pools, q and scale planes of fewer than 8 elements: Metal's constant
+space); ``properties/test_paged_attention_props.py``
 (Hypothesis: head layouts, head dims, block sizes, lengths across block and
 partition edges, permuted tables, NaN-poisoned unused slots, KV4/KV8). The
 CUDA arm's record on an NVIDIA H200: ``records/h200-cuda/``.

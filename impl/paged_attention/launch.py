@@ -15,10 +15,11 @@ G * n query rows that read that head), so K/V are read once per KV head, not per
 row (``_lane_map``: 32, or 16 for plain pools when ``LANES_PER_ROW`` says so: half a SIMD group per
 token, two tokens per load instruction); lane l owns dims (j * LPR + l % LPR) * V + e of a row
 (plain: V = 8, one 16-byte load, for 16-bit rows of a multiple of 8 * LPR dims, else V = 4, one
-8- or 16-byte load; quantized: V = 32 / bits, one packed word, or less when a row has fewer than
-32 words, so every lane works: ``_lanes``), so LPR lanes read each K and V row as one coalesced
-run, and a batch issues its 8 K and 8 V rows together with the next batch's block-table entries
-read ahead. Scores are float32 dot products (each lane's fma chain, then a transpose-reduction
+8- or 16-byte load; a plane of fewer than 8 elements, in Metal's constant space, is read element by
+element; quantized: V = 32 / bits, one packed word, or less when a row has fewer than 32 words, so
+every lane works: ``_lanes``), so LPR lanes read each K and V row as one coalesced run, and a batch
+issues its 8 K and 8 V rows together with the next batch's block-table entries read ahead. Scores
+are float32 dot products (each lane's fma chain, then a transpose-reduction
 over a row's lanes: LPR 32, 9 shuffles give 8 tokens' sums, lane l holding token l / 4's; LPR
 16, 5 shuffles give each half's 4), q carrying ``scale`` (applied in float32 as q is
 loaded); each batch makes one float32

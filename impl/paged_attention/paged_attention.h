@@ -73,3 +73,22 @@ METAL_FUNC Wide8 load8<PAGED_F16>(const DEVICE_MEM PAGED_F16* p) {
   }
   return r;
 }
+
+#if !defined(__CUDACC__)
+// Metal passes an input of fewer than 8 elements (a pool of one block of one KV head with a few dims: K or V
+// [1, 1, 1, 4]) in the constant address space. The overloads above take device pointers, and no device pointer may
+// be made of a constant one (not even by their casts, on a path never taken: the body's load block names load8 and
+// load4 whatever its lane count), so such a plane's rows take these, which read elements. CUDA has no address spaces
+// (DEVICE_MEM is empty there): the overloads above serve every plane, and these would collide with them.
+template <typename T>
+METAL_FUNC Wide8 load8(const constant T* p) {
+  Wide8 r;
+  for (uint e = 0; e < 8; ++e) r.v[e] = float(p[e]);
+  return r;
+}
+
+template <typename T>
+METAL_FUNC Wide4 load4(const constant T* p) {
+  return Wide4{{float(p[0]), float(p[1]), float(p[2]), float(p[3])}};
+}
+#endif

@@ -276,3 +276,21 @@ def test_the_environment_record_names_this_checkouts_lock():
     if state is None:
         pytest.skip("locks/ has no lock for this platform")
     assert state["lock"].startswith("locks/") and isinstance(state["differs"], list)
+
+
+@pytest.mark.parametrize("checks,arms,shown", [
+    ([(146, 0)], ("graph",), "front-end check (clang against the Metal stand-in): 146 units type-checked, all clean; "
+                             "no Metal device ran the gates"),
+    ([(146, 3)], ("graph",), "146 units type-checked, 3 with errors"),
+    ([], ("graph", "metal"), "front-end check: not run; a Metal device ran the metal-arm gates"),
+])
+def test_the_report_says_what_checked_the_metal_arm(checks, arms, shown):
+    """The Linux front-end check's units and failures (its equal gate over one flag per unit), and whether a
+    Metal device ran the gates: both in the environment table, from the records alone."""
+    records = [fixtures.environment(arms_available=arms)]
+    for units, failing in checks:
+        records.append(fixtures.gate_record("metal_frontend", "graph", "bool", [units], "equal", failing, 0,
+                                            test_id="impl/kernels/test_metal_frontend.py::test_every_metal_unit_type_checks"))
+    html = render.render(build_results(records))
+    row = html[html.index('id="metal-arm"'):].split("</td>", 1)[0]
+    assert shown in row
