@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,11 +41,11 @@ _SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
 
 def kernel_filter(sanitizer: str) -> list[str]:
     """The option that instruments only kernels named ``custom_kernel_*``, in the spelling this sanitizer takes
-    (``--kernel-name kns=`` before CUDA 12.x's ``--filter``; read from its help)."""
+    (``--kernel-name kns=``, CUDA 13's spelling, or ``--filter kernel_substring=``; read from its help)."""
     text = subprocess.run([sanitizer, "--help"], capture_output=True, text=True).stdout
-    if "kernel_substring" in text:
-        return ["--filter", "kernel_substring=custom_kernel_"]
-    return ["--kernel-name", "kns=custom_kernel_"]
+    if "--kernel-name" in text:
+        return ["--kernel-name", "kns=custom_kernel_"]
+    return ["--filter", "kernel_substring=custom_kernel_"]
 
 
 def run(tool: str, family: str, out: Path, timeout: float) -> dict:
@@ -76,15 +77,16 @@ def main(argv=None) -> int:
     parser.add_argument("--family", action="append", choices=sorted(FAMILIES))
     parser.add_argument("--tool", action="append", choices=("memcheck", "racecheck"))
     parser.add_argument("--timeout", type=float, default=280.0, help="seconds per run")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one GPU takes several)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    pairs = [(tool, family) for tool in args.tool or ("memcheck", "racecheck")
+             for family in args.family or sorted(FAMILIES) if tool != "racecheck" or family in RACECHECK]
     runs = []
-    for tool in args.tool or ("memcheck", "racecheck"):
-        for family in args.family or sorted(FAMILIES):
-            if tool == "racecheck" and family not in RACECHECK:
-                continue
-            runs.append(run(tool, family, args.out, args.timeout))
-            print(json.dumps(runs[-1]), flush=True)
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for result in pool.map(lambda pair: run(*pair, args.out, args.timeout), pairs):
+            runs.append(result)
+            print(json.dumps(result), flush=True)
     (args.out / "summary.json").write_text(json.dumps({"runs": runs, "env": {
         k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES",)}}, indent=1) + "\n")
     bad = [r for r in runs if r["sanitizer_errors"] or r["pytest_status"] not in (0, 5)]
