@@ -101,3 +101,19 @@ def test_mlx_closes_a_signature_early(gate):
                  kernel="metal_frontend")
     assert signature.count(") {") in (1, 2)  # 1: fixed upstream (then the unit type-checks), 2: as in 0.32.4
     assert result.clean == (signature.count(") {") == 1), result.errors
+
+
+def test_a_0d_input_is_a_reference():
+    """MLX passes a 0-d input as ``const constant T&``: a body indexing it as a pointer does not compile (no public
+    call of the project gives a kernel a 0-d input: ``launches.metal_launches`` has none), one reading it as a value
+    does."""
+    as_pointer = KernelSpec("zero_d_probe", ("x",), ("out",), "  out[0] = x[0];\n")
+    as_value = KernelSpec("zero_d_value_probe", ("x",), ("out",), "  out[0] = x;\n")
+    for spec, clean in ((as_pointer, False), (as_value, True)):
+        launch = Launch(spec, (mx.array(1.5),), (), (1, 1, 1), (1, 1, 1), ((1,),), (mx.float32,))
+        assert "const constant float& x [[buffer(0)]]" in launch.metal_source()
+        result = check_unit(launch.metal_source(), launch_label(launch), launch_regions(launch))
+        assert result.clean == clean, result.errors
+        if not clean:
+            assert any("body line 1: subscripted value is not an array" in e for e in result.errors), result.errors
+    assert not [launch for launch in metal_launches() if any(a.ndim == 0 for a in launch.inputs)]
