@@ -142,6 +142,16 @@ mutants: $(STAMP)
 	MLXGATE_RESULTS=$(abspath $(OUT))/results.jsonl $(PY) -m mutants $(if $(DEVICE),--device $(DEVICE)) \
 	  $(if $(PROFILE),--profile $(PROFILE)) $(MUTANTS_ARGS)
 
+# The generated kernel-body mutants (mutants/generated/; docs/generated-mutants.md): every operator mutant of
+# every .metal / .h body, scored per kernel family (killed / non-equivalent, 95% Wilson interval when sampled);
+# a compiled arm runs them (a CPU run leaves them all out). Records go to $(OUT)/results.jsonl.
+# make mutants-generated DEVICE=gpu MUTANTS_ARGS="--arm cuda --workers 12" / "--sample 60 --seed 1" / "--list".
+.PHONY: mutants-generated
+mutants-generated: $(STAMP)
+	@mkdir -p $(OUT)
+	MLXGATE_RESULTS=$(abspath $(OUT))/results.jsonl $(PY) -m mutants.generated --bodies \
+	  $(if $(DEVICE),--device $(DEVICE)) $(if $(PROFILE),--profile $(PROFILE)) $(MUTANTS_ARGS)
+
 # What the linux-cpu workflow (.github/workflows/linux-cpu.yml) runs, unsharded,
 # with CI=true: its test job (.ci/run: system tools, then make test) and its
 # gate job (make gate; the report is left in reports/out/). Like the two jobs,

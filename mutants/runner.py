@@ -417,12 +417,14 @@ class Report:
 
 
 def mutant_record(result: MutantResult, report_context: dict) -> dict:
-    """The ``mutant`` record (reports/SCHEMA.md) of one result."""
+    """The ``mutant`` record (reports/SCHEMA.md) of one result; a mutant with ``record_fields`` (a generated one:
+    ``mutants.generated``) adds those."""
     m = result.mutant
     return {"kind": "mutant", "time": time.time(), "name": m.name, "killed": result.killed,
             "killed_by": result.killed_by, "seconds": round(result.seconds, 3), "diff": result.diff,
             "status": result.status, "idea": m.idea, "target": m.target, "files": list(m.files),
-            "in_kernel_body": m.in_kernel_body, "tests": result.tests, "detail": result.detail, **report_context}
+            "in_kernel_body": m.in_kernel_body, "tests": result.tests, "detail": result.detail, **report_context,
+            **getattr(m, "record_fields", {})}
 
 
 # --- the catalog run -------------------------------------------------------------------
@@ -478,11 +480,13 @@ def _classify(run: PytestRun) -> tuple[str, str | None, str]:
 def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, python: str = sys.executable,
                 device: str | None = None, arm: str | None = None, profile: str = "ci", workers: int = 2,
                 timeout: float = DEFAULT_TIMEOUT, clean_check: bool = True, record: bool = True,
-                results_path: Path | None = None, log: Callable[[str], None] = print) -> Report:
+                results_path: Path | None = None, log: Callable[[str], None] = print,
+                record_context: dict | None = None) -> Report:
     """Run ``mutants`` (see the module docstring); records one ``mutant`` record each when ``record``.
 
     ``arm`` restricts the run to one arm and to the mutants in a kernel body
     (the cache and mask mutants have no arm). ``workers`` mutants run at a time.
+    ``record_context`` adds its fields to every record (``mutants.generated``: the run's id).
     """
     start = time.perf_counter()
     root = Path(root)
@@ -517,7 +521,7 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
         return _run_all(results, runnable, left_out, files, zygotes, root=root, python=python, device=device,
                         requested_device=requested_device, arms=arms, profile=profile, workers=workers,
                         timeout=timeout, clean_check=clean_check, record=record, results_path=results_path, log=log,
-                        start=start)
+                        start=start, record_context=record_context or {})
     finally:
         if zygotes is not None:
             zygotes.close()
@@ -553,7 +557,7 @@ def _clean_run(tests: list[str], files: list[str], zygotes: ZygotePool | None, w
 
 
 def _run_all(results, runnable, left_out, files, zygotes, *, root, python, device, requested_device, arms, profile,
-             workers, timeout, clean_check, record, results_path, log, start) -> Report:
+             workers, timeout, clean_check, record, results_path, log, start, record_context) -> Report:
     clean = None
     if clean_check and runnable:
         clean = CleanCheck(expand_tests((t for r in runnable for t in r.tests), ()))
@@ -574,7 +578,7 @@ def _run_all(results, runnable, left_out, files, zygotes, *, root, python, devic
                                         f"pytest exit {r.exitstatus}\n{_tail(r.output)}"))
             runnable = [res for res in runnable if not res.detail]
 
-    context = {"device": device, "arms": arms, "profile": profile}
+    context = {"device": device, "arms": arms, "profile": profile, **record_context}
     lock = threading.Lock()
     if record:
         from reports.recorder import append_record

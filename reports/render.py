@@ -9,7 +9,7 @@ plots (inline SVG from matplotlib) are all inside it, and it requests nothing
 from the network. Sections, in order: verdict, comparison (when made),
 environment, gates (failed rows first, sortable, filterable), per-kernel plots,
 tests (per module, skipped with reasons, failures), properties (Hypothesis
-statistics, failing examples with replay commands), perf, mutants, findings.
+statistics, failing examples with replay commands), perf, mutants, the generated mutants' scores, findings.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from markupsafe import Markup
 
 from reports import plots
 from reports.compare import usage
-from reports.results import FAILED_OUTCOMES, falsified_tests, is_superseded, load_results, number, of_kind, upgrade
+from reports.results import (FAILED_OUTCOMES, catalog_mutants, falsified_tests, is_superseded, load_results, number,
+                             of_kind, upgrade)
 
 TEMPLATE = "template.html.j2"
 # The comparison lists at most this many moved measurements (largest moves first),
@@ -311,7 +312,7 @@ def build_context(results: dict) -> dict[str, Any]:
     props = sorted(of_kind(records, "property"),
                    key=lambda p: (p.get("outcome") not in FAILED_OUTCOMES, str(p.get("nodeid"))))
     perf = of_kind(records, "perf")
-    mutants = sorted(of_kind(records, "mutant"), key=lambda m: (m.get("status") == "left_out", bool(m.get("killed")),
+    mutants = sorted(catalog_mutants(records), key=lambda m: (m.get("status") == "left_out", bool(m.get("killed")),
                                                                 str(m.get("name"))))
     arms = env.get("arms") or {}
     comparison = results.get("comparison")
@@ -338,11 +339,33 @@ def build_context(results: dict) -> dict[str, Any]:
         "perf": perf_rows(perf),
         "perf_svg": Markup(plots.perf_plot(perf)) if perf else None,
         "mutants": mutants,
+        "mutation_scores": mutation_score_rows(results.get("mutation_scores") or []),
         "findings": finding_groups(of_kind(records, "finding")),
         "comparison": comparison,
         "moved_rows": (comparison or {}).get("moved", [])[:MOVED_ROWS],
         "moved_rows_limit": MOVED_ROWS,
     }
+
+
+def mutation_score_rows(rows: list[dict]) -> list[dict]:
+    """The generated mutants' score rows (results.json ``mutation_scores``) as display strings: a target's
+    killed / non-equivalent that ran, score, 95% interval (a sampled run's), sample of population, counted apart."""
+    shown = []
+    for row in rows:
+        interval = row.get("interval")
+        population = row.get("population")
+        shown.append({
+            **row,
+            "score_text": "–" if row.get("score") is None else f"{100.0 * row['score']:.1f}%",
+            "interval_text": (f"{100.0 * interval[0]:.1f}% – {100.0 * interval[1]:.1f}%" if interval else
+                              "exact: every mutant ran" if row.get("sampled") is False else "–"),
+            "sample_text": "?" if population is None else f"{row.get('sample')} of {population}"
+                           + (f" ({row['equivalent']} equivalent skipped)" if row.get("equivalent") else ""),
+            "apart_text": ", ".join(f"{row[k]} {k.replace('_', ' ')}" for k in ("error", "stale", "left_out")
+                                    if row.get(k)),
+            "pooled": row.get("target") == "(all)",
+        })
+    return shown
 
 
 def _environment() -> jinja2.Environment:

@@ -19,7 +19,9 @@ from typing import Any, Iterable
 from reports.recorder import SCHEMA_VERSION as RECORD_SCHEMA
 
 RESULTS_SCHEMA = 2
-KINDS = ("environment", "selection", "canary", "gate", "finding", "test", "property", "perf", "mutant")
+KINDS = ("environment", "selection", "canary", "gate", "finding", "test", "property", "perf", "mutant",
+         "mutation_run")
+GENERATED = ("body", "python")  # a generated mutant's "generated" (mutants/generated/score.py)
 # The fields a verdict or a count is read from: a value of another type would be read as something else (the
 # string "false" is truthy), so a record holding one is refused, not counted.
 _BOOLEAN_FIELDS = {"gate": ("passed",), "perf": ("regressed",), "mutant": ("killed",)}
@@ -57,6 +59,13 @@ def check_record(record: Any, where: str) -> dict:
     for name in _BOOLEAN_FIELDS.get(kind, ()):
         if name in record and not isinstance(record[name], bool):
             raise ValueError(f"{where}: {kind} record field {name!r} must be true or false, got {record[name]!r}")
+    # A generated mutant's kind of code decides where it is scored; a run record's strata are the populations.
+    if kind == "mutant" and "generated" in record and record["generated"] not in GENERATED:
+        raise ValueError(f"{where}: a mutant record's generated must be one of {GENERATED}, "
+                         f"got {record['generated']!r}")
+    if kind == "mutation_run" and not (isinstance(record.get("run"), str) and isinstance(record.get("strata"), dict)):
+        raise ValueError(f"{where}: a mutation_run record needs its run (a string) and strata (an object), got "
+                         f"{record.get('run')!r}, {record.get('strata')!r}")
     return record
 
 
@@ -96,8 +105,9 @@ def totals(records: list[dict]) -> dict[str, Any]:
     tests = of_kind(records, "test")
     props = of_kind(records, "property")
     perf = of_kind(records, "perf")
-    left_out = sum(m.get("status") == "left_out" for m in of_kind(records, "mutant"))
-    mutants = [m for m in of_kind(records, "mutant") if m.get("status") != "left_out"]  # the ones that ran
+    catalog = catalog_mutants(records)  # generated mutants are scored apart: mutation_scores
+    left_out = sum(m.get("status") == "left_out" for m in catalog)
+    mutants = [m for m in catalog if m.get("status") != "left_out"]  # the ones that ran
     outcomes = Counter(t.get("outcome") for t in tests)
     killed = sum(bool(m.get("killed")) for m in mutants)
     statuses = Counter(m.get("status") for m in mutants)
@@ -119,6 +129,21 @@ def totals(records: list[dict]) -> dict[str, Any]:
                     "score": killed / len(mutants), "left_out": left_out} if mutants else None,
         "findings": len(of_kind(records, "finding")),
     }
+
+
+def catalog_mutants(records: Iterable[dict]) -> list[dict]:
+    """The catalog's mutant records: all but the generated ones (a ``generated`` field)."""
+    return [m for m in of_kind(records, "mutant") if "generated" not in m]
+
+
+def mutation_scores(records: list[dict]) -> list[dict] | None:
+    """The generated mutants' scores per run and target (``mutants.generated.score.score_rows``); None without
+    generated mutant records ("not part of this run")."""
+    if not any(r.get("kind") == "mutant" and "generated" in r for r in records):
+        return None
+    from mutants.generated.score import score_rows  # (imported only where there is something to score)
+
+    return score_rows(records)
 
 
 def _count(value: Any) -> int:
@@ -174,6 +199,7 @@ def build_results(records: list[dict], pytest_status: int | None = None,
         "environment": next((r for r in records if r.get("kind") == "environment"), {}),
         "totals": totals(records),
         "by_kernel_gate": by_kernel_gate(records),
+        "mutation_scores": mutation_scores(records),
         "records": records,
         "comparison": comparison,
     }

@@ -1,0 +1,66 @@
+"""Generated mutants that cannot change any output, each with the argument why: the generator skips them.
+
+Keys are generated ids (``<file>:<digest of the mutated line>:<operator>:<k>``, ``bodies`` docstring): an edit of
+the line changes its digest, so an argument never outlives the text it was made about
+(``meta_tests/test_generated_mutants.py`` fails on an id the generator no longer produces: argue the new line
+again, or drop the entry). Only mutants equivalent for every input on every arm belong here; one that merely
+survives the tests is a survivor, reported with its diff.
+
+A recurring argument, "uniform store": a store guarded by ``lane == 0`` (or ``x == 0``, ``d == 0``, ``slice == 0``)
+writes a value that every thread of the guard's group computed from the same inputs in the same order, so it is
+the same bits in each; with ``!=`` the other threads (there are always some) store those same bits to the same
+address, and no thread reads it before the barrier that follows.
+"""
+
+from __future__ import annotations
+
+EQUIVALENTS: dict[str, str] = {
+    # --- normalized argmax -----------------------------------------------------------------------------------
+    "impl/normalized_argmax_fused_scan.metal:f52b48f3:relational:0":
+        "larger(a, b) with a <= b differs from a < b only where a == b, and then returns b for a: the same value, "
+        "bar the sign of a zero, which no later use of maxval can see (exp(x - maxval), logf(n) + maxval); NaN "
+        "compares false either way",
+    "impl/normalized_argmax.metal:19869a6e:relational:0":
+        "mine >= -INFINITY ? mine : -INFINITY differs from > only at mine == -inf, where both arms are -inf",
+    "impl/normalized_argmax.metal:52e398ee:relational:0":
+        "uniform store: best = simd_max(mine) is broadcast to the SIMD group (on CUDA a butterfly of max whose "
+        "lanes can differ only in a zero's sign, and best is only compared, where -0 == +0)",
+    "impl/normalized_argmax.metal:d1154049:relational:0":
+        "uniform store: id = simd_min(id), an integer, is the same in every lane",
+    "impl/normalized_argmax.metal:46148e6c:relational:0":
+        "uniform store: id = simd_min(...), an integer, is the same in every lane of SIMD group 0",
+    # --- kvq4 decode -----------------------------------------------------------------------------------------
+    "impl/kvq4_decode.metal:045e1f60:relational:0":
+        "uniform store: m[j] and l[j] come from score = simd_sum(score) (a sum is commutative bit for bit, so "
+        "every lane holds the same sum) and the same max / exp / fma in every lane",
+    "impl/kvq4_decode.metal:c2c78774:relational:0":
+        "uniform store: gmax and den depend on the head h alone, computed by every thread of h from msh / lsh in "
+        "the same order; D >= 8, so other threads of h exist",
+    # --- paged attention -------------------------------------------------------------------------------------
+    "impl/paged_attention/partial.metal:44c30103:relational:0":
+        "prefetching the next batch's block entries also when t0 + SG * TB == stop reads table in bounds "
+        "(min(t, stop - 1)) into entries no batch uses: the loop ends there",
+    "impl/paged_attention/partial.metal:8069dfcb:relational:0":
+        "uniform store: top and total depend on the row i alone, computed by each thread of i over msh / lsh in "
+        "the same order; DV > 1, so other threads of i exist",
+    "impl/paged_attention/merge.metal:d085ecfa:relational:0":
+        "uniform store: every lane x of a slice takes the max of the same partition maxima in the same order",
+    "impl/paged_attention/merge.metal:70ce63b5:relational:0":
+        "uniform store: every lane x of a slice sums the same partitions' sums with the same weights in order",
+    "impl/paged_attention/merge.metal:e0ec7ac9:relational:0":
+        "uniform store: the 8 slices read the same values[s][x] and totals and compute the same output element; "
+        "slices 1..7 store what slice 0 would",
+    "impl/paged_attention/merge.metal:160f5527:infinity:0":
+        "the 0.0f arm is a lane past DV's value; values[slice][x] of such a lane is read only by lane x of slice "
+        "0, the same d, which writes no output (d < DV)",
+    # --- multi-query -----------------------------------------------------------------------------------------
+    "impl/multi_query/partial.metal:635c11f2:relational:0":
+        "k1 >= k0 ? (k1 - k0 + BK - 1) / BK : 0 differs from > only at k1 == k0, where the first arm is "
+        "(BK - 1) / BK == 0 too",
+    "impl/multi_query/merge.metal:d363a802:relational:0":
+        "uniform store: top and den come from the same splits' m and l (loads that do not depend on the lane's "
+        "dims) in the same order in every lane x",
+    "impl/multi_query/merge.metal:a8f585ba:relational:0":
+        "uniform store: the MERGE_SLICES = 8 slices read the same tops, dens and nums and compute the same output; "
+        "slices 1..7 store what slice 0 would",
+}
