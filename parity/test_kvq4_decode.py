@@ -15,6 +15,11 @@ block, sub-chunk remainders, a long cache, views of a larger cache):
   eps = B + M per element, and Hoeffding's lemma turns eps into a KL bound
   (``properties.strategies.decode.hoeffding_kl_limit``).
 
+``test_block_maxima_beyond_exp_range``: an attention sink and a late outlier
+whose blocks' (sub-chunks', SIMD groups') maxima lie more than float32 exp's
+range apart, both bodies, the error-ratio gate above: a combine or merge that
+rescales against any max but the largest of them overflows (NaN).
+
 And one MLX fact the graph arm is built around, recorded as a finding: the
 precision of a float32 matmul on the current device (MLX's CUDA backend runs
 float32 matmuls with TF32 tensor cores unless ``MLX_ENABLE_TF32=0``).
@@ -28,10 +33,10 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from impl.kvq4_decode import BODIES, KV4_DECODE_BLOCK, THREADGROUP_MEMORY, kvq4_decode, threadgroup_bytes
+from impl.kvq4_decode import BODIES, KV4_DECODE_BLOCK, SUB, THREADGROUP_MEMORY, kvq4_decode, threadgroup_bytes
 from impl.recent_calls import RecentCalls
-from properties.strategies import (build_kvq4_case, decode_error_floor, hoeffding_kl_limit, kvq4_oracles,
-                                          lm_head)
+from properties.strategies import (EXP_OVERFLOW, PEAK_HIGH, PEAK_LOW, build_kvq4_case, decode_error_floor,
+                                   hoeffding_kl_limit, kvq4_oracles, lm_head, peak_gap, segment_score_maxima)
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
 from reference.attention import UNIT_ROUNDOFF
@@ -99,6 +104,43 @@ def test_kvq4_decode(arm, gate, body, dtype, geometry):
             why=(f"{derivation}; eps = {eps:.3g}: 2 * u * max|ref| = {kernel_eps:.3g} for the kernel (u = {u:g}, "
                  f"{dtype}'s unit roundoff) plus MLX's measured distance to the oracle {control_error:.3g} "
                  f"(triangle inequality)"), kernel=KERNEL, case=case.id)
+
+
+# Blocks whose maxima lie more than exp's float32 range apart (``EXP_OVERFLOW``, 88.7): an attention sink at token 0
+# and an outlier late (``plant_score_peaks``: PEAK_LOW 100 and PEAK_HIGH 220, "late" the outlier the larger, "sink"
+# the sink; every other score a few units). Both bodies merge partials: ``direct`` (paged attention's partial, whose 4
+# SIMD groups combine first, and its merge over 8 slices of the partitions) and ``seed`` (4 sub-chunks per block,
+# combined, then multi-query's merge over 8 slices of the blocks). A combine or merge that rescales a partial by
+# exp(m - ref) with a reference other than the largest of all the maxima (the first sub-chunk's, SIMD group's,
+# block's or slice's) makes inf, then NaN, where any reference gives the same numbers when the scores are a few
+# units apart (every geometry above). Blocks (partitions) of PEAK_BLOCK tokens for both bodies; the outlier is token
+# 139 of block 2: merge slice 2, sub-chunk 1 (of 128 tokens), SIMD group 1 (batches of 8 tokens in turn).
+# (H, KVH, N, layout): MQA, GQA 8, three blocks, the planes a slice of a NaN-poisoned cache.
+PEAK_BLOCK = 512
+PEAK_GEOMETRIES = [(8, 1, 1203, "slice")]
+PEAK_PATTERNS = ["late", "sink"]
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("pattern", PEAK_PATTERNS)
+@pytest.mark.parametrize("geometry", PEAK_GEOMETRIES, ids=lambda g: geometry_id((*g[:3], PEAK_BLOCK, g[3])))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("body", BODIES)
+def test_block_maxima_beyond_exp_range(arm, gate, body, dtype, geometry, pattern):
+    h, kvh, n, layout = geometry
+    late = 2 * PEAK_BLOCK + 139
+    peaks = ((0, PEAK_LOW), (late, PEAK_HIGH)) if pattern == "late" else ((0, PEAK_HIGH), (late, PEAK_LOW))
+    case = build_kvq4_case(np.random.default_rng(n), dtype=dtype, h=h, kvh=kvh, n=n, block=PEAK_BLOCK,
+                           layout=layout, peaks=peaks)
+    for segment in (PEAK_BLOCK, PEAK_BLOCK // SUB, 8):  # blocks, the seed's sub-chunks, the direct body's batches
+        gap = peak_gap(segment_score_maxima(case.q, case.k32, scale=case.scale, segment=segment))
+        assert gap > EXP_OVERFLOW, f"maxima of {segment}-token runs must lie {EXP_OVERFLOW:.1f} apart, got {gap:.1f}"
+    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=PEAK_BLOCK, body=body, arm=arm)
+    ref, base = kvq4_oracles(case)
+    floor, why = decode_error_floor(ref, dtype, case.q, case.k32, case.v32, scale=case.scale)
+    gate.error_ratio(out, ref, base, floor=floor,
+                     why=f"FlashAttention's rule (factor 2, naive T baseline on mx.dequantize's K/V); {why}",
+                     kernel=KERNEL, case=f"{case.id}-peaks-{pattern}")
 
 
 def test_float32_matmul_precision(gate):

@@ -19,6 +19,12 @@ a 32-key block, a long cache of 16 splits, forced splits, views):
   10^4-10^5 times the KL), so this gate could never fail on its own.
 * (recorded, not gated) how far MLX's own ``mx.fast.scaled_dot_product_attention``
   with ``mask="causal"`` is from the oracle on the same inputs, as a finding.
+
+``test_split_maxima_beyond_exp_range``: the error-ratio gate on an attention
+sink and a late outlier whose splits' maxima lie more than float32 exp's range
+apart (a merge that combines its slices against any max but the largest
+overflows: NaN); the merge alone (compiled arms) takes such partials too
+("spread").
 """
 
 from __future__ import annotations
@@ -27,11 +33,11 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from impl.multi_query import default_splits, multi_query_causal
+from impl.multi_query import block_keys, default_splits, multi_query_causal
 from impl.recent_calls import RecentCalls
-from properties.strategies import (EXP_ULPS, build_multi_query_case, cache_view, decode_error_floor,
-                                   hoeffding_kl_limit, lm_head, merge_ulps, multi_query_oracles, split_partials,
-                                   to_mx, working_dtype)
+from properties.strategies import (EXP_OVERFLOW, EXP_ULPS, PEAK_HIGH, PEAK_LOW, build_multi_query_case, cache_view,
+                                   decode_error_floor, hoeffding_kl_limit, lm_head, merge_ulps, multi_query_oracles,
+                                   peak_gap, segment_score_maxima, split_partials, to_mx, working_dtype)
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
 from reference.attention import UNIT_ROUNDOFF
@@ -91,6 +97,54 @@ def test_multi_query(arm, gate, dtype, geometry):
                       "kernel_max_abs_error": record["measured"], "naive_baseline_error": record["baseline_error"],
                       "splits": splits or default_splits(n, kvh), "device": str(mx.default_device())},
                      kernel=KERNEL)
+
+
+# Splits whose maxima lie more than exp's float32 range apart (``EXP_OVERFLOW``, 88.7): an attention sink at key 0
+# and an outlier late (``plant_score_peaks``: PEAK_LOW 100 and PEAK_HIGH 220, "late" the outlier the larger, "sink"
+# the sink; every other score a few units), seen by every query row. The merge takes each SIMD group's splits with a
+# running max, then combines the 8 slices rescaled to their common max: one that combines them against another
+# reference (the first slice's top, or a split's) makes exp(> 88.7) = inf, then NaN, where any reference gives the
+# same numbers when the scores are a few units apart (every geometry above). The outlier lies in split 5 (merge
+# slice 5), in the split's second block of BK keys (the partial's online max moves across blocks by > 88.7).
+# (H, KVH, L, N, D, splits, layout): GQA 4, 6 default splits of 250 keys, K/V a slice of a NaN-poisoned cache
+# (past N); GQA 6, 37 forced splits of 9 keys (the outlier at key 9 * 5 + 2 in a split of one 9-key block).
+PEAK_GEOMETRIES = [
+    (8, 2, 4, 1500, 64, None, "slice"),
+    (12, 2, 5, 300, 80, 37, "window"),
+]
+PEAK_PATTERNS = ["late", "sink"]
+
+
+def outlier_key(n: int, splits: int, d: int) -> int:
+    """The key 8 past the first of split 5's second block (``block_keys``), or, when a split is one block, key 2 of
+    split 5."""
+    per = -(-n // splits)
+    bk = block_keys(d)
+    return 5 * per + (bk + 8 if per > bk + 8 else 2)
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("pattern", PEAK_PATTERNS)
+@pytest.mark.parametrize("geometry", PEAK_GEOMETRIES, ids=geometry_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_split_maxima_beyond_exp_range(arm, gate, dtype, geometry, pattern):
+    h, kvh, L, n, d, splits, layout = geometry
+    count = splits or default_splits(n, kvh)
+    late = outlier_key(n, count, d)
+    peaks = ((0, PEAK_LOW), (late, PEAK_HIGH)) if pattern == "late" else ((0, PEAK_HIGH), (late, PEAK_LOW))
+    case = build_multi_query_case(np.random.default_rng(n + L), dtype=dtype, h=h, kvh=kvh, L=L, n=n, d=d,
+                                  splits=splits, layout=layout, peaks=peaks)
+    assert late <= n - L and late // -(-n // count) % 8 != 0, "the outlier must be seen by every row, off slice 0"
+    gap = peak_gap(segment_score_maxima(case.q, case.k, scale=case.scale, segment=-(-n // count)))
+    assert gap > EXP_OVERFLOW, f"the splits' maxima must lie {EXP_OVERFLOW:.1f} apart, got {gap:.1f}"
+    out = multi_query_causal(case.q_mx, case.k_mx, case.v_mx, scale=case.scale, splits=splits, arm=arm)
+    ref, base = multi_query_oracles(case)
+    work = working_dtype(dtype)
+    floor, why = decode_error_floor(ref, work)
+    gate.error_ratio(out, ref, base, floor=floor, dtype=work,
+                     why=(f"FlashAttention's rule: at most 2x as far from the float64 oracle as the naive causal "
+                          f"attention in {work} (the kernel's working precision), plus {why}"),
+                     kernel=KERNEL, case=f"{case.id}-peaks-{pattern}")
 
 
 def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch):
@@ -206,14 +260,16 @@ def test_query_views_are_read_through_strides(arm, gate, dtype, geometry, layout
 # The split merge alone against the float64 oracle ``reference.attention.split_merge_ref``, on partials built to
 # stress the one-pass merge's running max: (splits, KVH, NQ, D, pattern). "rising": every split raises its slice's
 # max (a rescale at every step); "falling": none does; "masked": -inf partials, a whole slice of them (splits 3, 11,
-# ...) and scattered ones; "random". 129 splits: not a multiple of the 8 slices; D 8: 30 of a threadgroup's 32 lanes
-# past D.
+# ...) and scattered ones; "random"; "spread": split 0's max 100 and split 36's (slice 4) 220, the rest near 0, more
+# than exp's float32 range apart (the slices' combine must rescale to the largest of their tops, not to slice 0's).
+# 129 splits: not a multiple of the 8 slices; D 8: 30 of a threadgroup's 32 lanes past D.
 MERGE_CASES = [
     (1, 2, 4, 64, "random"),
     (37, 2, 10, 80, "rising"),
     (64, 8, 32, 128, "falling"),
     (129, 1, 8, 256, "masked"),
     (16, 4, 64, 8, "random"),
+    (37, 2, 10, 80, "spread"),
 ]
 
 

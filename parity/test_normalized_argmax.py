@@ -17,7 +17,13 @@ rounds of chunks per thread, 151936 several unrolled groups). Gates (kernel
 
 Also: rows read through views that start off the vector alignment (the kernel
 must fall back to elements there), and the identity the kernel's score rests
-on (a float32 difference of two T values, rounded to T, is MLX's T subtraction).
+on (a float32 difference of two T values, rounded to T, is MLX's T subtraction);
+``test_padded_columns_never_win`` (rows of finite negative logits at
+vocabularies that are not whole tiles of either scan: a column past the row
+read as 0 would win) and ``test_rounding_tie_of_three_columns_in_one_thread``
+(three columns of one thread, distinct logits, one rounded score: the lowest
+id, not the thread's top nor the top it displaced, unless the scan compares
+rounded scores), both against native and the oracle.
 
 The fused variant (CUDA; the cuda arm's call) computes the lse itself, as
 MLX's CUDA logsumexp does: ``test_fused_variant_shifts_by_mlx_logsumexp`` holds
@@ -38,7 +44,7 @@ from impl.normalized_argmax import (CHUNK, FUSED, FUSED_LSE, MAX_THREADS, fused_
                                     normalized_argmax_native, row_launch, threads_for)
 from properties import strategies as sts
 from reference.metrics import canonical_nan
-from reference.sampling import normalized_argmax_ref, round_to
+from reference.sampling import normalized_argmax_ref, normalized_scores_ref, round_to
 
 DTYPES = ["bfloat16", "float16", "float32"]
 VOCAB_SIZES = [1023, 1024, 1025, 2049, 32000, 151936]
@@ -190,6 +196,102 @@ def test_float32_difference_rounds_like_the_dtype(gate, dtype):
                    "(53 >= 2 * 24 + 2: itself exact to T)", kernel="normalized_argmax", case=f"{dtype}-score-once")
     gate.bit_exact(via_float32, x - shift, what="T(float32(x) - float32(lse)) is MLX's x - lse in T",
                    kernel="normalized_argmax", case=f"{dtype}-score-native")
+
+
+# --- padded columns and rounding ties inside one thread ---------------------------------------------------------
+
+# Vocabularies that are not whole tiles of either scan (the row kernel's threads_for(V) threads x UNROLL chunks of
+# CHUNK columns per round; the fused variant's lse_threads(V) threads, CUDA): 1000 (250 chunks: threads 250..255 own
+# no column in both scans), 1023 (its last chunk holds 3 columns: a padded lane, element loads), 32000 (8000 chunks:
+# the row kernel's second unrolled group and the fused variant's 8th round end inside the row: whole chunks past
+# it, vector loads) and 151937 (38 rounds, element loads, a padded lane). Past the row's end a scan must read -inf.
+# A lane that read 0 there (a chunk skipped and left zero-initialized, a vector load not bounded by the row, which
+# reads the next row or past the buffer) beats every logit of a row of negative logits, and its score T(0 - lse)
+# every score of the row: an id >= V. The rows' logits are finite and negative, so their lse is finite: the
+# "all_neg_inf" row above shows a padded 0 only through its lse of -inf (0 - -inf wins), which a scan that answers
+# every row without a finite lse up front (0, as the contract says) never looks at. "plain" follows the first row, so
+# a read into the next row finds larger logits.
+PAD_VOCABS = [1000, 1023, 32000, 151937]
+NEGATIVE_ROWS = ["all_negative", "plain", "negative_max_last", "negative_among_neg_inf"]
+
+
+def negative_row(kind: str, V: int, rng: np.random.Generator) -> np.ndarray:
+    x = -np.abs(rng.standard_normal(V)) * 3.0 - 0.5
+    if kind == "plain":  # random logits of both signs
+        return rng.standard_normal(V) * 3.0
+    if kind == "negative_max_last":  # the unique max in the row's last column, next to the padded ones
+        x[-1] = -0.25
+    elif kind == "negative_among_neg_inf":  # -inf but in the last chunk's columns, all negative
+        x[:V - 3] = -np.inf
+        x[V - 3:] = (-2.0, -1.0, -0.75)
+    elif kind != "all_negative":
+        raise ValueError(f"unknown row kind {kind!r}")
+    return x
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("V", PAD_VOCABS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_padded_columns_never_win(arm, gate, dtype, V):
+    rng = np.random.default_rng(V + 7)
+    rows = np.stack([round_to(negative_row(kind, V, rng), dtype) for kind in NEGATIVE_ROWS])
+    negative = [i for i, kind in enumerate(NEGATIVE_ROWS) if kind != "plain"]
+    assert (rows[negative] < 0).all(), "every logit of these rows must be negative"
+    logits = sts.to_mx(rows, dtype)
+    out = normalized_argmax(logits, arm=arm)
+    lse = mx.logsumexp(logits, axis=-1, keepdims=True)
+    assert bool(mx.all(mx.isfinite(lse)).item()), "every row's lse must be finite"
+    gate.equal(out, normalized_argmax_native(logits),
+               what=f"native argmax(logits - logsumexp): rows {', '.join(NEGATIVE_ROWS)} (no NaN score)",
+               kernel="normalized_argmax", case=f"{dtype}-V{V}-padded-native")
+    gate.equal(out, normalized_argmax_ref(rows, dtype, lse=lse), what="normalized_argmax_ref with MLX's lse",
+               kernel="normalized_argmax", case=f"{dtype}-V{V}-padded-oracle")
+
+
+# A rounding tie of three columns a < b < c of ONE thread (chunk k belongs to thread k % threads, in the row kernel
+# with threads_for(V) threads and in the fused variant with lse_threads(V): the columns are chosen in the same thread
+# of both), whose logits v_a < v_b < v_c are distinct values of T (and of float32) with one score T(v - lse), the
+# row's best. The thread's top is c's and its ``before``, the top that c displaced, is v_b; the answer is a, the
+# lowest id scoring the best. A thread that compares its earlier columns' unrounded logits (with v_c, or with
+# ``before``) instead of their rounded scores with the best answers c or b. V: 1025 (one round: columns 1, 2, 3 of
+# chunk 0), 32000 and 151936 (1024 threads in both scans: thread 0's chunks 1024, 2048 and 5120, the last in the
+# row kernel's second unrolled group, so a re-read of the thread's chunks that strides by a whole unrolled group of
+# UNROLL x threads chunks misses a). The logits: 0, TINY and 2 TINY, the other columns below -0.05, lse about log(V).
+TIE_VOCABS = [1025, 32000, 151936]
+TINY = {"bfloat16": 2.0**-12, "float16": 2.0**-16, "float32": 2.0**-26}  # far below a score's ULP near -log(V)
+
+
+def thread_columns(V: int) -> tuple[int, int, int]:
+    threads = threads_for(V)
+    assert threads == lse_threads(V) or V <= CHUNK * min(threads, lse_threads(V)), V
+    if V <= CHUNK * threads:  # a single round: one chunk holds all three
+        return 1, 2, 3
+    return tuple(CHUNK * (k * threads) + e for k, e in ((1, 1), (2, 2), (5, 3)))
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("V", TIE_VOCABS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rounding_tie_of_three_columns_in_one_thread(arm, gate, dtype, V):
+    rng = np.random.default_rng(V + 11)
+    x = -np.abs(rng.standard_normal(V)) * 0.01 - 0.05
+    a, b, c = thread_columns(V)
+    x[[a, b, c]] = (0.0, TINY[dtype], 2 * TINY[dtype])
+    rows = round_to(x, dtype)[None]
+    logits = sts.to_mx(rows, dtype)
+    lse = mx.logsumexp(logits, axis=-1, keepdims=True)
+    scores = normalized_scores_ref(rows, dtype, lse=lse)[0]
+    for threads in {threads_for(V), lse_threads(V)}:
+        assert len({(col // CHUNK) % threads for col in (a, b, c)}) == 1, "a, b, c must be one thread's columns"
+    assert rows[0, a] < rows[0, b] < rows[0, c] and scores[a] == scores[b] == scores[c] == scores.max(), (
+        "the three logits must be distinct values with one score, the row's best")
+    expected = normalized_argmax_ref(rows, dtype, lse=lse)
+    assert int(expected[0]) == a, "a must be the lowest id with the best score"
+    out = normalized_argmax(logits, arm=arm)
+    gate.equal(out, expected, what=f"the lowest of three columns of one thread tied by rounding ({a}, {b}, {c})",
+               kernel="normalized_argmax", case=f"{dtype}-V{V}-tie3-oracle")
+    gate.equal(out, normalized_argmax_native(logits), what="native argmax(logits - logsumexp)",
+               kernel="normalized_argmax", case=f"{dtype}-V{V}-tie3-native")
 
 
 # The fused variant (CUDA). Vocabularies: 1 and 3 (one partial chunk), 100 / 129 / 1000 (32 / 64 / 256 threads in

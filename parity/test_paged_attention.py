@@ -23,8 +23,25 @@ views take the direct kernel and stay immutable under later appends.
 The merge alone (compiled arms): partials packed in the PARTS layout
 (``pack_partials``, NaN past the call's partitions) against the float64 oracle
 ``reference.attention.split_merge_ref``, within a first-order float32 bound
-(``merge_float32_ulps``); on any machine, the layout and the merge's argument
-checks.
+(``merge_float32_ulps``), maxima more than exp's float32 range apart among them
+("spread"); on any machine, the layout and the merge's argument checks.
+
+Inputs realistic kernel bugs need (each gated against the float64 oracle as
+above; the bug each kills is in the comment above its grid):
+
+* ``test_block_sizes_off_powers_of_two``: block sizes 1, 24, 40, plain and
+  affine (a block and slot from a shift and a mask);
+* ``test_a_physical_block_read_twice``: a table naming one physical block
+  twice, also bit-exact against the same rows stored at distinct blocks;
+* ``test_partition_maxima_beyond_exp_range``: an attention sink and a late
+  outlier whose partitions' maxima lie > 88.7 apart (a merge or SIMD-group
+  combine that rescales against any max but the largest overflows: NaN);
+* ``test_padded_table_entries_name_a_nan_block``: physical block 0, where the
+  kernels' zero-padded table and the table's unused entries point, is NaN (a
+  block read from an entry past the live ones);
+* ``test_partition_buffer_past_the_count_is_never_read`` (compiled arms): the
+  partial launched into NaN-initialized memory writes only its count's rows,
+  and the merge reads no further.
 """
 
 from __future__ import annotations
@@ -34,6 +51,7 @@ import numpy as np
 import pytest
 
 import impl.paged_attention as paged
+from impl.block_table import BlockTable
 from impl.paged_attention import paged_attention, paged_attention_gather
 from properties import strategies as sts
 from reference import metrics
@@ -149,6 +167,195 @@ def test_dense_pool_half_simdgroup_rows(arm, gate, dtype, geometry, half_simdgro
                      case=f"{case.id}-lpr16")
 
 
+# --- inputs realistic kernel bugs need ---------------------------------------------------------------------------
+# (Hq, Hkv, Dk, Dv, block_size, length, n, quant), ids from ``geometry_id`` and the quantization.
+
+Q = sts.PagedQuantization
+
+
+def case_id(c) -> str:
+    quant = c[7]
+    return geometry_id(c[:7]) + (f"-q{quant.bits}g{quant.group_size}" if quant else "")
+
+
+def oracle_gate(gate, case, out, suffix: str):
+    """The error-ratio gate every case below takes: FlashAttention's rule against the float64 oracle on the K/V the
+    kernel reads (dequantized as it dequantizes), with ``sts.error_ratio_floor``'s floor."""
+    ref, base = sts.paged_oracles(case)
+    floor, why = sts.error_ratio_floor(case, ref)
+    return gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel=kernel_name(case),
+                            case=f"{case.id}-{suffix}")
+
+
+# Block sizes that are not powers of two: the pool takes any, and token t is slot t % BS of block
+# table[t // BS] (a shift and a mask are that only for powers of two; every geometry above has one). A block per
+# token (BS 1: a table entry per token), 24 and 40 across several partitions, plain and affine pools (every block
+# size is eligible for both), one long enough for two affine partitions.
+ODD_BLOCKS = [
+    (8, 2, 128, 128, 1, 70, 3, None),
+    (8, 2, 64, 64, 24, 300, 4, None),
+    (4, 4, 80, 80, 40, 130, 2, None),
+    (8, 2, 128, 128, 24, 300, 4, Q(4, 32)),
+    (4, 1, 128, 128, 40, 1100, 1, Q(8, 64)),
+    (4, 1, 64, 64, 1, 100, 2, Q(4, 64)),
+]
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", ODD_BLOCKS, ids=case_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_block_sizes_off_powers_of_two(arm, gate, dtype, geometry):
+    case = make_case(dtype, geometry[:7], geometry[7], seed=geometry[4])
+    oracle_gate(gate, case, direct(case, arm), "odd-block")
+
+
+# One physical block named by two table entries (a prefix shared by two places of a table, or a caller's table that
+# repeats itself): the kernel must read it twice. ``repeats`` of the last live entries name the first ones' blocks
+# (the token rows copied, so the oracle's K/V are what the pool holds); the output must match the oracle and be the
+# bytes of the same rows stored at distinct blocks. (Hq, Hkv, Dk, Dv, block_size, length, n, quant, repeats).
+REPEATS = [
+    (8, 2, 128, 128, 16, 100, 4, None, 2),  # the partial last block reads block 0's storage
+    (8, 8, 64, 64, 1, 40, 2, None, 3),
+    (4, 1, 128, 128, 24, 130, 1, Q(4, 64), 1),
+]
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", REPEATS, ids=lambda c: f"{case_id(c[:8])}-repeats{c[8]}")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_physical_block_read_twice(arm, gate, dtype, geometry):
+    hq, hkv, dk, dv, bs, length, n, quant, repeats = geometry
+    case = sts.build_paged_case(np.random.default_rng(length), dtype=dtype, hq=hq, hkv=hkv, n=n, dk=dk, dv=dv,
+                                block_size=bs, length=length, quant=quant, spare_blocks=2, repeats=repeats)
+    needed = -(-length // bs)
+    assert len(set(case.table)) == needed - repeats, "the table must name some blocks twice"
+    out = direct(case, arm)
+    oracle_gate(gate, case, out, f"repeats{repeats}")
+    distinct = list(range(needed))  # the same token rows, each logical block in a block of its own
+    stored = case.relaid(distinct, needed)
+    gate.bit_exact(out, paged_attention(case.q_mx, stored, distinct, case.length, scale=case.scale, arm=arm),
+                   what="a block read twice vs its rows stored twice", kernel=kernel_name(case),
+                   case=f"{case.id}-repeats{repeats}")
+
+
+# Partitions whose maxima lie more than exp's float32 range (sts.EXP_OVERFLOW, 88.7) apart: an attention sink at
+# token 0 and an outlier late in the sequence (``sts.plant_score_peaks``; sts.PEAK_HIGH 220 and sts.PEAK_LOW 100,
+# the other scores a few units). A merge must rescale each partition by exp(m_p - max) with max the largest of ALL
+# the partitions' maxima: one that takes another reference (the first partition's, its own slice's, the first SIMD
+# group's in a partial's combine) makes exp(> 88.7) = inf and a NaN output, where any reference would do for scores
+# a few units apart (every case above). "late": the outlier is the larger (in a partition of another merge slice
+# than the sink's, p % 8 != 0, and of another SIMD group than the partition's first, tokens 8..15 of it); "sink":
+# the sink is. Plain pools in 16 partitions of 64 tokens, affine ones in 3 of 512.
+PEAKS = [
+    (8, 2, 128, 128, 16, 1000, 2, None),
+    (4, 1, 128, 128, 16, 1100, 1, Q(4, 32)),
+]
+PEAK_PATTERNS = ["late", "sink"]
+
+
+def late_token(length: int, n: int, span: int) -> int:
+    """Token 11 (SIMD group 1's first batch) of the last partition that is not in merge slice 0 and whose token 11
+    every query row sees."""
+    count = -(-length // span)
+    part = max(p for p in range(1, count) if p % 8 and p * span + 11 <= length - n)
+    return part * span + 11
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("pattern", PEAK_PATTERNS)
+@pytest.mark.parametrize("geometry", PEAKS, ids=case_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_partition_maxima_beyond_exp_range(arm, gate, dtype, geometry, pattern):
+    hq, hkv, dk, dv, bs, length, n, quant = geometry
+    plain = make_case(dtype, geometry[:7], quant)
+    span = paged.partition_span(plain.q_mx, plain.storage, length, None)  # the partition every arm uses
+    late = late_token(length, n, span)
+    peaks = ((0, sts.PEAK_LOW), (late, sts.PEAK_HIGH)) if pattern == "late" else (
+        (0, sts.PEAK_HIGH), (late, sts.PEAK_LOW))
+    case = sts.build_paged_case(np.random.default_rng(0), dtype=dtype, hq=hq, hkv=hkv, n=n, dk=dk, dv=dv,
+                                block_size=bs, length=length, quant=quant, spare_blocks=3, extra_table=1,
+                                peaks=peaks)
+    gap = sts.peak_gap(sts.segment_score_maxima(case.q, case.k, scale=case.scale, segment=span))
+    assert gap > sts.EXP_OVERFLOW, f"the partitions' maxima must lie {sts.EXP_OVERFLOW:.1f} apart, got {gap:.1f}"
+    oracle_gate(gate, case, direct(case, arm), f"peaks-{pattern}")
+
+
+# A NaN sentinel where a padded or rounded table entry points: the compiled arms read ``BlockTable.padded``, the
+# entries then zeros up to a power of two, and zero names physical block 0; with ``sentinel`` block 0 holds no live
+# token (NaN, as every unused block) and the entries past the live ones (``extra_table``) name it too. A kernel that
+# takes a token's block from an entry past the live ones (the read-ahead of the next batch's entries, a partition
+# past the count, a batch's block not clamped to the last live token) reads NaN and multiplies it by a weight of 0:
+# NaN. Lengths one past a partition (64 tokens), so the last partition's tokens run far past the live ones (the graph
+# arm's, and a partition a compiled arm ran to its end), and block sizes that are not multiples of a SIMD group's
+# 8-token batch (1 and 12), so the last batch the kernel runs holds tokens of the block after the last live one
+# (5 x 12 = 60 and 43 x 12 = 516 live-block tokens: the batches 56..63 and 512..519); tables of 6, 18, 66, 6, 10 and
+# 44 entries (padded to 8, 32, 128, 8, 16 and 64); plain and affine pools (whose NaN are the scale and bias planes).
+SENTINELS = [
+    (8, 8, 64, 64, 16, 65, 1, None),
+    (6, 2, 80, 80, 8, 129, 8, None),
+    (8, 2, 64, 64, 1, 65, 3, None),
+    (8, 2, 64, 64, 12, 60, 2, None),
+    (4, 2, 64, 42, 24, 193, 2, None),
+    (8, 2, 128, 128, 12, 516, 4, Q(4, 64)),
+]
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", SENTINELS, ids=case_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_padded_table_entries_name_a_nan_block(arm, gate, dtype, geometry):
+    hq, hkv, dk, dv, bs, length, n, quant = geometry
+    case = sts.build_paged_case(np.random.default_rng(length), dtype=dtype, hq=hq, hkv=hkv, n=n, dk=dk, dv=dv,
+                                block_size=bs, length=length, quant=quant, spare_blocks=1, extra_table=1,
+                                sentinel=True)
+    table = BlockTable.of(case.table)
+    assert 0 not in case.table[:-(-length // bs)] and len(table) < table.padded.size, "block 0 must be padding only"
+    out = paged_attention(case.q_mx, case.storage, table, case.length, scale=case.scale, arm=arm)
+    oracle_gate(gate, case, out, "sentinel")
+
+
+# The partition buffer past the call's count (compiled arms): the partial's output holds padded_length(count)
+# partitions per query row (a power of two: a growing sequence rarely retraces), its rows packed by the call's count,
+# and MLX leaves the rest as it finds the memory (stale values, often zeros: a stray read can land on finite data and
+# pass). Launched here with that memory NaN (MLX's ``init_value``), the partial must write exactly the count's rows
+# and leave the rest NaN, and the merge, which must read no further, must match the oracle: a partial that writes,
+# or a merge that reads, by the buffer's partition stride instead of the count shows. 5, 13 and 3 partitions in
+# buffers of 8, 16 and 4; plain and affine.
+BUFFERS = [
+    (8, 8, 64, 64, 16, 300, 1, None),
+    (6, 2, 80, 80, 8, 800, 8, None),
+    (4, 1, 128, 128, 16, 1100, 1, Q(4, 32)),
+]
+
+
+@pytest.mark.gate
+@pytest.mark.arms("metal", "cuda")
+@pytest.mark.parametrize("geometry", BUFFERS, ids=case_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_partition_buffer_past_the_count_is_never_read(arm, gate, dtype, geometry):
+    from impl.kernels import compiled_kernel
+
+    case = make_case(dtype, geometry[:7], geometry[7])
+    table, scale, planes, length = paged._validate(case.q_mx, case.storage, case.table, case.length, case.scale,
+                                                   direct=True)
+    partial = paged.partial_launch(case.q_mx, case.storage, table, length, scale, planes)
+    (shape,) = partial.output_shapes
+    hq, n, partitions, width = shape
+    count = -(-length // paged.partition_span(case.q_mx, case.storage, length, None))
+    assert count < partitions, "the buffer must hold partitions past the call's count"
+    kernel = compiled_kernel(partial.spec, arm, partial.input_dtypes, partial.shared_memory, partial.variant)
+    (parts,) = kernel(inputs=list(partial.inputs), template=list(partial.template), grid=partial.grid,
+                      threadgroup=partial.threadgroup, output_shapes=[shape], output_dtypes=list(partial.output_dtypes),
+                      init_value=float("nan"))
+    written = np.arange(parts.size) < hq * n * count * width
+    gate.equal(~np.isnan(np.array(parts).reshape(-1)), written,
+               what=f"the partial writes its {count} partitions' rows, packed by the count, and nothing of the "
+                    f"{partitions}-partition buffer past them (NaN as launched)", kernel=kernel_name(case),
+               case=f"{case.id}-buffer{partitions}-written")
+    (out,) = paged.merge_launch(parts, partial.inputs[4], case.q_mx.dtype).run(arm)
+    oracle_gate(gate, case, out, f"buffer{partitions}-nan")
+
+
 # --- through impl.kv --------------------------------------------------------
 
 def kv_cache(direct: bool, quant=None):
@@ -188,14 +395,17 @@ def test_views_from_the_kv_cache(arm, gate, dtype, quant):
 
 
 # The merge alone: (Hq, n, count, buffer partitions, Dv, pattern); patterns and partials: ``sts.split_partials``
-# ("masked": -inf partitions, as a row's causal limit before them leaves them). 13 partitions: not a multiple of the
-# 8 slices, in a buffer of 16 (NaN past 13); Dv 42: lanes past Dv.
+# ("masked": -inf partitions, as a row's causal limit before them leaves them; "spread": partition 0's max 100 and
+# partition 12's (slice 4) 220, the rest near 0: more than exp's float32 range apart, so the slices must reduce
+# their maxima to the one largest before they rescale). 13 partitions: not a multiple of the 8 slices, in a buffer
+# of 16 (NaN past 13); Dv 42: lanes past Dv.
 MERGE_CASES = [
     (4, 1, 1, 1, 128, "random"),
     (8, 2, 13, 16, 42, "rising"),
     (32, 1, 64, 64, 128, "falling"),
     (6, 3, 37, 64, 256, "masked"),
     (2, 8, 5, 8, 80, "random"),
+    (8, 2, 13, 16, 42, "spread"),
 ]
 def merge_case_id(c) -> str:
     hq, n, count, partitions, dv, pattern = c

@@ -5,7 +5,11 @@ GQA 2/4/6/8 over 1-2 KV heads, blocks 64..512 (multiples of the 4 sub-chunks
 and not), cache lengths across block and sub-chunk edges (so the last block
 has empty sub-chunks whose -inf partials the combine must skip), bf16 / f16 /
 f32, and K/V planes that are views of a larger cache poisoned with NaN scales
-and random codes (slices along tokens and heads, transposed storage).
+and random codes (slices along tokens and heads, transposed storage); half the
+cases plant an attention sink at token 0 and an outlier late, more than
+float32 exp's range (88.7) apart (``properties.strategies.attention.score_peaks``):
+sub-chunks, partitions and blocks whose maxima lie that far apart, which the
+combines and merges must rescale to the largest.
 
 Every property holds for both bodies (``BODIES``: the direct attention body and the seed's).
 

@@ -6,7 +6,10 @@ exactly 64), head dims 64/128/256, cache lengths across 32-key block and
 256-key split edges, default or forced key splits (down to one key per split,
 so that later splits hide all their keys from the early rows), bf16 / f16 /
 f32, and K/V that are views of a larger NaN-poisoned cache (token and head
-slices, transposed storage: the strided-load path).
+slices, transposed storage: the strided-load path); half the cases plant an
+attention sink at key 0 and an outlier late, more than float32 exp's range
+(88.7) apart (``properties.strategies.attention.score_peaks``), so the splits'
+maxima do too: the merge must rescale to the largest of all of them.
 
 * the output matches the float64 causal oracle under FlashAttention's
   error-ratio rule against the naive computation in the kernel's working

@@ -4,10 +4,13 @@ Hypothesis draws ``[rows, V]`` batches (``properties.strategies.argmax``) with
 one plant per row: ties at drawn positions (for the row kernel: inside one
 thread's chunks or across threads, drawn ids landing in any of them; the
 strategies' 1024-wide "tiles" are the seed kernel's, kept as placements),
-ties made by rounding the normalized score, NaN / +inf / -inf entries,
-all-NaN and all -inf rows, huge magnitudes; V on both load paths of the row
-kernel (1023, 1025, 2049 element-wise; 1024, 32000 4-lane vectors); bf16, f16,
-f32.
+ties made by rounding the normalized score (of two columns, half the time
+of one thread of the row kernel, and of three columns of one thread, whose
+lowest id must win over the thread's top and the top it displaced), NaN /
++inf / -inf entries, all-NaN and all -inf rows, rows of finite negative logits
+(a padded column read as 0 would win), huge magnitudes; V on both load paths
+of the row kernel (1023, 1025, 2049 element-wise; 1024, 32000 4-lane vectors);
+bf16, f16, f32.
 
 * every row equals the contract's oracle ``normalized_argmax_ref`` computed
   with the device's own logsumexp (bit-exact ids: ``gate.equal``);

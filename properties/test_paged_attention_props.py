@@ -1,9 +1,13 @@
 """Properties of direct paged attention (``impl.paged_attention``), every available arm.
 
 Hypothesis draws whole cases (``properties.strategies.paged``): MHA/GQA/MQA,
-head dims 64..256, block sizes 8..64, lengths across block and 64-token
-partition edges, n = 1..8 query rows, permuted block tables, NaN in every slot
-the kernel must not read, bf16/f16/f32 pools and affine KV4/KV8.
+head dims 64..256, block sizes 1..64 (1, 12, 24 and 40 among them: not powers
+of two), lengths across block and 64-token partition edges, n = 1..8 query
+rows, permuted block tables (sometimes naming one physical block twice), NaN
+in every slot the kernel must not read (and, half the time, in physical block
+0, where the kernels' zero-padded table and the table's unused entries point),
+score peaks more than float32 exp's range apart half the time (a sink and a
+late outlier), bf16/f16/f32 pools and affine KV4/KV8.
 
 * the output matches the float64 oracle under FlashAttention's error-ratio
   rule (and so is finite: a stray read of a poisoned slot would be NaN);

@@ -3,8 +3,13 @@
 A normalized-argmax kernel reduces 1024-wide tiles and then merges the tiles,
 so the interesting inputs are ties inside one tile, ties across tiles (and
 across the boundary 1023/1024), ties that only appear after rounding the
-normalized score to the dtype, and non-finite rows. ``logits_batches`` draws a
-``[rows, V]`` batch where each row carries one such plant::
+normalized score to the dtype, and non-finite rows. (The "tiles" are the seed
+kernel's, kept as placements; the row kernel's own thread of a column is
+``same_thread_columns``'s: rounding ties of two or three columns of one thread,
+``rounding_tie`` half the time and ``rounding_tie_3``, reach its re-read of a
+thread's earlier columns.) Rows of finite negative logits (``all_negative``)
+make a padded column that reads 0 instead of -inf win. ``logits_batches``
+draws a ``[rows, V]`` batch where each row carries one such plant::
 
     @given(batch=sts.logits_batches(dtypes=("bfloat16",), vocab_sizes=(1025,)))
     def test_x(batch): batch.logits, batch.plants, batch.dtype
@@ -31,6 +36,7 @@ __all__ = [
     "VOCAB_SIZES",
     "LogitsBatch",
     "logits_batches",
+    "same_thread_columns",
 ]
 
 ARGMAX_DTYPES = ("float32", "float16", "bfloat16")
@@ -43,6 +49,8 @@ PLANTS = (
     "tie_across_tiles",   # the maximum twice in different tiles
     "tie_tile_boundary",  # the maximum at 1023 and 1024 (needs V > 1024)
     "rounding_tie",       # two top logits one ULP apart that round to one normalized score
+    "rounding_tie_3",     # three top logits of one thread, each one ULP above the last, rounding to one score
+    "all_negative",       # every logit negative and finite (lse finite): a padded column read as 0 would win
     "nan",                # a few NaN logits
     "pos_inf",            # a few +inf logits
     "neg_inf",            # many -inf logits (some finite left)
@@ -83,6 +91,18 @@ def _next_up(value: float, dtype: str) -> float:
     return float(np.array(step, dtype=bits.dtype).view(t).astype(np.float64))
 
 
+def same_thread_columns(a: int, V: int) -> list[int]:
+    """The columns after ``a`` that the row kernel's thread of column a owns (``impl.normalized_argmax``: chunk k of
+    CHUNK columns is thread k % threads_for(V)'s): the rest of a's chunk, then its chunks a round of threads apart."""
+    from impl.normalized_argmax import CHUNK, threads_for
+
+    stride = CHUNK * threads_for(V)
+    chunk_end = min(V, (a // CHUNK + 1) * CHUNK)
+    return list(range(a + 1, chunk_end)) + [col for k in range(1, -(-V // stride) + 1)
+                                            for col in range((a // CHUNK) * CHUNK + k * stride,
+                                                             min(V, (a // CHUNK + 1) * CHUNK + k * stride))]
+
+
 @st.composite
 def _row(draw, rng: np.random.Generator, V: int, dtype: str, plants) -> tuple[np.ndarray, str, tuple[int, ...]]:
     plant = draw(st.sampled_from(plants))
@@ -112,15 +132,37 @@ def _row(draw, rng: np.random.Generator, V: int, dtype: str, plants) -> tuple[np
         # coarser than at 0.5: the two usually merge into one score (and no
         # third logit can join them). The larger goes to the higher index, so
         # plain argmax(logits) and the lowest-index tie rule disagree.
-        # Half the time the two lie within 8 columns (one thread's chunk: the kernel's re-read of an earlier, lower
-        # logit that rounds to the best score); drawn across the whole row, they share a thread in ~4% of batches,
-        # so a CI run could miss that path.
+        # Half the time the two are columns of one thread of the row kernel (``same_thread_columns``: the kernel's
+        # re-read of an earlier, lower logit that rounds to the best score); drawn across the whole row, they share
+        # a thread in well under 1% of batches, so a CI run could miss that path.
         row = -1.0 - rng.random(V)
         a = draw(st.integers(0, V - 2))
-        near = draw(st.booleans())
-        b = draw(st.integers(a + 1, min(V - 1, a + 8) if near else V - 1))
+        later = same_thread_columns(a, V)
+        if draw(st.booleans()) and later:
+            b = draw(st.sampled_from(later))
+        else:
+            b = draw(st.integers(a + 1, V - 1))
         row[a], row[b] = -0.5, _next_up(-0.5, dtype)
         return row, plant, (a, b)
+    if plant == "rounding_tie_3":
+        # As rounding_tie, three columns a < b < c of one thread, each logit one ULP above the last: the thread's
+        # top is c's, the top it displaced (``before``) b's, and the answer a, the lowest id whose rounded score is
+        # the best: a thread that compared unrounded logits (with ``before``, or with its top) would answer b or c.
+        row = -1.0 - rng.random(V)
+        a = draw(st.integers(0, V - 3))
+        later = same_thread_columns(a, V)
+        if len(later) < 2:  # a's thread has no two later columns: the tie of two (rounding_tie) instead
+            b = draw(st.integers(a + 1, V - 1))
+            row[a], row[b] = -0.5, _next_up(-0.5, dtype)
+            return row, plant, (a, b)
+        i = draw(st.integers(0, len(later) - 2))
+        b, c = later[i], draw(st.sampled_from(later[i + 1:]))
+        row[a] = -0.5
+        row[b] = _next_up(row[a], dtype)
+        row[c] = _next_up(row[b], dtype)
+        return row, plant, (a, b, c)
+    if plant == "all_negative":
+        return -np.abs(row) - 0.5, plant, ()
     if plant in ("nan", "pos_inf"):
         where = sorted(draw(st.lists(index, min_size=1, max_size=3, unique=True)))
         row[where] = np.nan if plant == "nan" else np.inf

@@ -13,6 +13,13 @@ element by element would dominate the run time, and the seed still replays and
 shrinks (to seed 0 and the smallest shape). Shapes stay small (N <= 48 by
 default) so that a hundred examples of float64 attention take well under a
 second; pass larger bounds where a kernel's tiling needs them.
+
+Score peaks (the paged, kvq4 and multi-query strategies and gates):
+``plant_score_peaks`` makes chosen keys score a chosen value against every
+query (an attention sink, an outlier); ``score_peaks`` draws a sink and a late
+outlier more than float32 exp's range (``EXP_OVERFLOW``, 88.7) apart;
+``segment_score_maxima`` and ``peak_gap`` check that a case's partitions
+(splits, blocks) really have maxima that far apart.
 """
 
 from __future__ import annotations
@@ -31,6 +38,10 @@ __all__ = [
     "MASK_KINDS",
     "AttentionCase",
     "AttentionShape",
+    "EXP_OVERFLOW",
+    "PEAK_HIGH",
+    "PEAK_LOW",
+    "PEAK_QUERY",
     "attention_cases",
     "attention_masks",
     "attention_shapes",
@@ -41,6 +52,10 @@ __all__ = [
     "LOGIT_SCALE",
     "MX_DTYPES",
     "numpy_dtype",
+    "peak_gap",
+    "plant_score_peaks",
+    "score_peaks",
+    "segment_score_maxima",
     "to_mx",
 ]
 
@@ -250,3 +265,76 @@ def hoeffding_kl_limit(eps: float, w: np.ndarray) -> tuple[float, str]:
     limit = (eps * w1) ** 2 / 2
     return limit, (f"Hoeffding: KL <= (eps * max_j ||W_j||_1)^2 / 2 with ||W_j||_1 <= {w1:.4g} "
                    f"(fixed LM head N(0, {LOGIT_SCALE:g}^2/D), {LM_VOCAB} logits)")
+
+
+# --- score peaks: softmax partitions whose maxima lie more than exp's range apart ----------------------------
+
+# float32's exp overflows past log(FLT_MAX) = 88.72: a merge that rescales a partition by exp(m_p - ref) with any
+# reference below max_p m_p - 88.72 (a partition's own max, the first slice's, a thread's) makes inf, then NaN.
+EXP_OVERFLOW = float(np.log(np.finfo(np.float32).max))
+PEAK_QUERY = 4.0  # the value every query row holds in dim 0 once ``plant_score_peaks`` ran
+# The scores the strategies and the parity gates plant: the higher is PEAK_HIGH - PEAK_LOW = 120 above the lower and
+# more above every other token's (a few units), so the partitions holding them and the rest have maxima more than
+# EXP_OVERFLOW apart.
+PEAK_HIGH, PEAK_LOW = 220.0, 100.0
+
+
+def plant_score_peaks(q: np.ndarray, k: np.ndarray, peaks, *, scale: float, token_axis: int,
+                      dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """(q, k) with ``peaks`` planted: copies in which every query row (any head, any row) holds ``PEAK_QUERY`` in
+    dim 0, and the key of each ``(token, score)`` in ``peaks`` (along ``token_axis`` of k, every KV head) is
+    ``(b, 0, ..., 0)`` with ``b = score / (scale * PEAK_QUERY)`` rounded to ``dtype``: every query's score against
+    it is ``scale * PEAK_QUERY * b``, ``score`` to the dtype's rounding of b (an attention sink when the token is 0,
+    an outlier elsewhere). The other keys keep their values: their scores move by ``scale * PEAK_QUERY * k[0]``,
+    a few units at most. Quantized pools then store the planted keys exactly enough (a group of one value and
+    zeros: code 15 or 255 times its scale)."""
+    np_dtype = numpy_dtype(dtype)
+    q, k = q.copy(), k.copy()
+    q[..., 0] = PEAK_QUERY
+    for token, score in peaks:
+        row = [slice(None)] * k.ndim
+        row[token_axis] = token
+        key = np.zeros(k[tuple(row)].shape, np.float64)
+        key[..., 0] = score / (scale * PEAK_QUERY)
+        k[tuple(row)] = key.astype(np.float32).astype(np_dtype)
+    return q, k
+
+
+def segment_score_maxima(q: np.ndarray, k: np.ndarray, *, scale: float, segment: int) -> np.ndarray:
+    """The float64 max of the visible scores ``scale * q . k`` of each query row over each run of ``segment`` keys
+    (a softmax partition, split or block): [Hq, L, ceil(N / segment)], -inf where a run has no visible key. q [1, Hq,
+    L, D], k [1, Hkv, N, D] (query head h reads KV head h // (Hq / Hkv)), bottom-right causal (row i sees keys
+    j <= N - L + i)."""
+    _, hq, L, _ = q.shape
+    _, hkv, N, _ = k.shape
+    keys = np.repeat(k.astype(np.float64)[0], hq // hkv, axis=0)  # [Hq, N, D]
+    scores = scale * (q.astype(np.float64)[0] @ keys.swapaxes(-1, -2))  # [Hq, L, N]
+    visible = np.arange(N)[None, :] <= (N - L + np.arange(L))[:, None]
+    scores = np.where(visible, scores, -np.inf)
+    runs = -(-N // segment)
+    padded = np.full((hq, L, runs * segment), -np.inf)
+    padded[..., :N] = scores
+    return padded.reshape(hq, L, runs, segment).max(axis=-1)
+
+
+def peak_gap(maxima: np.ndarray) -> float:
+    """The least, over query rows, of how far below a row's largest segment max (``segment_score_maxima``) its next
+    largest lies (segments without a visible key left out; inf for a row with one segment): above
+    ``EXP_OVERFLOW``, a merge that rescales by exp(m_s - ref) with any reference but the largest max overflows."""
+    ordered = np.sort(maxima, axis=-1)
+    if ordered.shape[-1] < 2:
+        return float("inf")
+    return float(np.min(ordered[..., -1] - ordered[..., -2]))
+
+
+@st.composite
+def score_peaks(draw, n: int, rows: int) -> tuple[tuple[int, float], ...]:
+    """Usually none; else a sink at token 0 and an outlier at a token every one of the ``rows`` query rows sees,
+    PEAK_HIGH and PEAK_LOW (``attention``: more than float32 exp's range apart, and above every other score), the
+    larger first ("sink") or late ("late"). Blocks, sub-chunks and splits holding them then have maxima more than
+    88.7 apart from each other and from the rest."""
+    kind = draw(st.sampled_from(("none", "none", "sink", "late")))
+    if kind == "none" or n - rows < 1:
+        return ()
+    late = draw(st.integers(max(1, (n - rows) // 2), n - rows))
+    return ((0, PEAK_HIGH), (late, PEAK_LOW)) if kind == "sink" else ((0, PEAK_LOW), (late, PEAK_HIGH))

@@ -31,6 +31,11 @@ D 64/128/256, N >= L straddling 32-key block and 256-key split edges or
 uniform, and sometimes forced ``splits`` (up to one key per split, so that
 later splits hide all their keys from the early rows: -inf partials).
 
+Both draw score peaks half the time (``attention.score_peaks``): an attention sink
+at token 0 and an outlier late, scores 220 and 100 (either the larger), so the
+blocks, sub-chunks and splits holding them have maxima more than float32 exp's
+range (88.7) apart; the builders take explicit ``peaks`` too.
+
 Arrays come from a NumPy generator seeded by Hypothesis (drawing floats one by
 one would dominate the run time; the seed still replays and shrinks).
 """
@@ -49,7 +54,7 @@ from reference import metrics
 from reference import quant as quant_ref
 from reference.attention import attention_noise_floor, attention_ref
 
-from .attention import numpy_dtype, to_mx
+from .attention import numpy_dtype, plant_score_peaks, score_peaks, to_mx
 
 __all__ = [
     "CACHE_LAYOUTS",
@@ -160,13 +165,16 @@ def _fma_dequantize(packed: np.ndarray, scales: np.ndarray, biases: np.ndarray) 
 
 
 def build_kvq4_case(rng: np.random.Generator, *, dtype: str, h: int, kvh: int, n: int, block: int = 512,
-                    layout: str = "contiguous", amplitude: float = 1.0, seed: int = 0) -> Kvq4Case:
-    """A case from explicit parameters (``kvq4_cases`` draws them; parity tests pass them)."""
+                    layout: str = "contiguous", amplitude: float = 1.0, peaks=(), seed: int = 0) -> Kvq4Case:
+    """A case from explicit parameters (``kvq4_cases`` draws them; parity tests pass them). ``peaks``:
+    ``(token, score)`` pairs planted in q and the keys before they are quantized (``attention.plant_score_peaks``)."""
     np_dtype = numpy_dtype(dtype)
     q = (amplitude * rng.standard_normal((1, h, 1, HEAD_DIM))).astype(np_dtype)
     planes, seen = {}, {}
     for name in ("keys", "values"):
         x = rng.standard_normal((1, kvh, n, HEAD_DIM)).astype(np_dtype)
+        if peaks and name == "keys":
+            q, x = plant_score_peaks(q, x, peaks, scale=HEAD_DIM ** -0.5, token_axis=2, dtype=dtype)
         packed, scales, biases = quant_ref.quantize(x, group_size=GROUP_SIZE, bits=4)
         planes[name] = QuantizedKV(cache_view(packed, None, layout, rng), cache_view(scales, dtype, layout, rng),
                                    cache_view(biases, dtype, layout, rng))
@@ -199,7 +207,7 @@ def kvq4_cases(draw, *, dtypes=DECODE_DTYPES, gqa=KVQ4_GQA, blocks=KVQ4_BLOCKS, 
     seed = draw(st.integers(0, 2**32 - 1))
     return build_kvq4_case(np.random.default_rng(seed), dtype=dtype, h=kvh * rep, kvh=kvh, n=n, block=block,
                            layout=draw(st.sampled_from(layouts)), amplitude=draw(st.sampled_from((0.5, 1.0, 4.0))),
-                           seed=seed)
+                           peaks=draw(score_peaks(n, 1)), seed=seed)
 
 
 def kvq4_oracles(case: Kvq4Case) -> tuple[np.ndarray, np.ndarray]:
@@ -250,12 +258,15 @@ class MultiQueryCase(_Case):
 
 def build_multi_query_case(rng: np.random.Generator, *, dtype: str, h: int, kvh: int, L: int, n: int, d: int,
                            splits: int | None = None, layout: str = "contiguous", amplitude: float = 1.0,
-                           seed: int = 0) -> MultiQueryCase:
-    """A case from explicit parameters (``multi_query_cases`` draws them; parity tests pass them)."""
+                           peaks=(), seed: int = 0) -> MultiQueryCase:
+    """A case from explicit parameters (``multi_query_cases`` draws them; parity tests pass them). ``peaks``:
+    ``(token, score)`` pairs planted in q and k (``attention.plant_score_peaks``)."""
     np_dtype = numpy_dtype(dtype)
     q = (amplitude * rng.standard_normal((1, h, L, d))).astype(np_dtype)
     k = rng.standard_normal((1, kvh, n, d)).astype(np_dtype)
     v = rng.standard_normal((1, kvh, n, d)).astype(np_dtype)
+    if peaks:
+        q, k = plant_score_peaks(q, k, peaks, scale=d ** -0.5, token_axis=2, dtype=dtype)
     return MultiQueryCase(dtype=dtype, h=h, kvh=kvh, L=L, n=n, d=d, splits=splits, layout=layout,
                           scale=d ** -0.5, q=q, k=k, v=v, k_mx=cache_view(k, dtype, layout, rng),
                           v_mx=cache_view(v, dtype, layout, rng), seed=seed)
@@ -278,7 +289,8 @@ def multi_query_cases(draw, *, dtypes=DECODE_DTYPES, head_dims=MULTI_QUERY_HEAD_
     seed = draw(st.integers(0, 2**32 - 1))
     return build_multi_query_case(np.random.default_rng(seed), dtype=dtype, h=kvh * rep, kvh=kvh, L=L, n=n, d=d,
                                   splits=splits, layout=draw(st.sampled_from(layouts)),
-                                  amplitude=draw(st.sampled_from((0.5, 1.0, 4.0))), seed=seed)
+                                  amplitude=draw(st.sampled_from((0.5, 1.0, 4.0))), peaks=draw(score_peaks(n, L)),
+                                  seed=seed)
 
 
 def working_dtype(dtype: str) -> str:

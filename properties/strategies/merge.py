@@ -10,7 +10,11 @@ float32, split axis first, so that the exact merge is easy to bound:
   cancellation, so a first-order relative bound holds;
 * patterns: ``rising`` (every split raises the row's max: a rescale at each step of a one-pass merge), ``falling``
   (none does), ``masked`` (-inf partials, as a split with no visible key writes: every split whose index is 3 mod 8,
-  a whole slice of an 8-way merge, and 30% of the rest; split 0 stays live, so every row has one), ``random``.
+  a whole slice of an 8-way merge, and 30% of the rest; split 0 stays live, so every row has one), ``random``,
+  ``spread`` (maxima more than float32 exp's range apart, ``attention.EXP_OVERFLOW``: split 0 at PEAK_LOW (100, an
+  attention sink's), the last split outside merge slice 0 at PEAK_HIGH (220, an outlier's), the rest in [-4, 4): a
+  merge that rescales by exp(m - ref) with any reference but the largest of all the maxima, e.g. the first
+  slice's, overflows; the maxima stay on the grid of 1/4, below 256, so the differences are still exact).
 
 ``merge_ulps`` is the gates' tolerance for a merge's output in its dtype, given the float32 bound.
 """
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .attention import PEAK_HIGH, PEAK_LOW
+
 __all__ = ["EXP_ULPS", "MERGE_PATTERNS", "merge_ulps", "split_partials"]
 
-MERGE_PATTERNS = ("rising", "falling", "masked", "random")
+MERGE_PATTERNS = ("rising", "falling", "masked", "random", "spread")
 # exp's error bound in the merge kernels: Metal's precise exp (4 ulp; CUDA's expf is 2; MLX gives NVRTC no fast-math
 # flag: __logf for logf changes the fused argmax's lse on the H200)
 EXP_ULPS = 4
@@ -40,6 +46,11 @@ def split_partials(splits: int, cells: tuple[int, ...], d: int, pattern: str,
         m = np.broadcast_to(step - 24.0, shape).copy()
     elif pattern == "falling":
         m = np.broadcast_to(24.0 - step, shape).copy()
+    elif pattern == "spread":
+        m = rng.integers(-16, 16, shape) / 4.0
+        late = max((s for s in range(splits) if s % 8), default=0)
+        m[0] = PEAK_LOW
+        m[late] = PEAK_HIGH
     else:
         m = rng.integers(-80, 80, shape) / 4.0
     if pattern == "masked":

@@ -10,13 +10,25 @@ as NumPy (for the oracles)::
     def test_x(case): paged_attention(case.q_mx, case.storage, case.table, case.length, scale=case.scale)
 
 * Head layouts MHA / GQA (group 2..8) / MQA; Dk in {64, 80, 96, 128, 256}, Dv
-  usually Dk; block sizes {8, 16, 32, 64}; n in 1..8.
+  usually Dk; block sizes {1, 8, 12, 16, 24, 32, 40, 64} (four not powers of
+  two: the pool takes any); n in 1..8.
 * Lengths straddle block edges (k*block_size + {-1, 0, 1}) and 64-token
   partition edges (k*64 + {-1, 0, 1}), or are uniform.
 * The pool has spare blocks; the table is a random permutation of physical
   blocks (sometimes longer than needed). Every slot the kernel must not read
   (unused blocks, slots past ``length``) is poisoned with NaN: keys/values for
   dense pools, scales/biases for quantized ones, so a stray read shows as NaN.
+* ``sentinel`` (half the cases): physical block 0 holds no live token, and the
+  table's entries past the live ones name it. The compiled kernels read the
+  table zero-padded to a power of two (``impl.block_table.BlockTable.padded``),
+  so every padded or rounded entry then names a NaN block: a read through one
+  is NaN (without the sentinel, only when the permutation leaves block 0 spare).
+* ``repeats`` (0-2): the last live entries name the first ones' physical blocks
+  again (their token rows copied there): one block read twice per call.
+* ``peaks`` (half the cases, ``attention.plant_score_peaks``): an attention
+  sink at token 0 and an outlier late, scores 220 and 100 (either the larger),
+  every other score a few units: the partitions' maxima then lie more than
+  float32 exp's range (88.7) apart, which a merge must survive.
 * Quantized pools (affine, bits 4|8, group 32|64|128 dividing D) are quantized
   with ``reference.quant.quantize`` (MLX's CPU algorithm, device independent);
   the case's K/V are then dequantized as the kernel does on load:
@@ -37,7 +49,7 @@ from reference import quant as quant_ref
 from reference.attention import UNIT_ROUNDOFF
 from reference.sampling import round_to
 
-from .attention import MX_DTYPES, head_counts, numpy_dtype, to_mx
+from .attention import MX_DTYPES, head_counts, numpy_dtype, plant_score_peaks, score_peaks, to_mx
 
 __all__ = [
     "PAGED_BITS",
@@ -61,7 +73,10 @@ __all__ = [
 
 PAGED_DTYPES = ("bfloat16", "float16", "float32")
 PAGED_HEAD_DIMS = (64, 80, 96, 128, 256)
-PAGED_BLOCK_SIZES = (8, 16, 32, 64)
+# 1, 12, 24 and 40: not powers of two (a token's block and slot are t / BS and t % BS, never a shift and a mask);
+# 1 and 12 are not multiples of the kernel's 8-token batches either (a batch then spans blocks: past the live ones
+# too, at the end of the sequence).
+PAGED_BLOCK_SIZES = (1, 8, 12, 16, 24, 32, 40, 64)
 PAGED_BITS = (4, 8)
 PAGED_GROUPS = (32, 64, 128)
 PAGED_PART = 64  # the kernel's partition length
@@ -193,17 +208,40 @@ def make_storage(live: dict[str, np.ndarray], *, dtype: str, table: list[int], n
 def build_paged_case(rng: np.random.Generator, *, dtype: str, hq: int, hkv: int, n: int, dk: int, dv: int,
                      block_size: int, length: int, quant: PagedQuantization | None = None, spare_blocks: int = 2,
                      extra_table: int = 0, scale: float | None = None, amplitude: float = 1.0,
-                     poison: bool = True, seed: int = 0) -> PagedCase:
-    """A case from explicit parameters (``paged_cases`` draws them; parity tests pass them)."""
+                     poison: bool = True, sentinel: bool = False, repeats: int = 0, peaks=(),
+                     seed: int = 0) -> PagedCase:
+    """A case from explicit parameters (``paged_cases`` draws them; parity tests pass them).
+
+    ``sentinel``: physical block 0 holds no live token (NaN, as every unused block) and the table's ``extra_table``
+    entries past the live ones name it: the block the kernels' zero-padded table (``BlockTable.padded``) points past
+    the live entries, so a read of a padded or rounded entry is a NaN read. ``repeats`` (at most half the live
+    blocks): for r < repeats, logical block ``needed - 1 - r`` names logical block r's physical block, its token rows
+    those of block r (one physical block read twice; the oracle's K/V are what the pool holds). ``peaks``:
+    ``(token, score)`` pairs,
+    planted by ``attention.plant_score_peaks`` (every query's score against that token's key is about ``score``)."""
     np_dtype = numpy_dtype(dtype)
     needed = -(-length // block_size)
-    num_blocks = needed + spare_blocks
-    table = [int(b) for b in rng.permutation(num_blocks)[:needed]]
-    table += [int(b) for b in rng.integers(0, num_blocks, extra_table)]
+    base = 1 if sentinel else 0  # sentinel: block 0 is reserved
+    num_blocks = needed + spare_blocks + base
+    table = [base + int(b) for b in rng.permutation(num_blocks - base)[:needed]]
+    if sentinel:
+        table += [0] * extra_table
+    else:
+        table += [int(b) for b in rng.integers(0, num_blocks, extra_table)]
 
     q = (amplitude * rng.standard_normal((1, hq, n, dk))).astype(np_dtype)
     k_rows = rng.standard_normal((length, hkv, dk)).astype(np_dtype)
     v_rows = rng.standard_normal((length, hkv, dv)).astype(np_dtype)
+    scale = float(dk ** -0.5 if scale is None else scale)
+    if peaks:
+        q, k_rows = plant_score_peaks(q, k_rows, peaks, scale=scale, token_axis=0, dtype=dtype)
+    repeats = min(repeats, needed // 2)
+    for r in range(repeats):  # logical block j reads the physical block of logical block r (rows copied there)
+        j = needed - 1 - r
+        table[j] = table[r]
+        tokens = np.arange(j * block_size, min(length, (j + 1) * block_size))
+        for rows in (k_rows, v_rows):
+            rows[tokens] = rows[tokens - (j - r) * block_size]
     if quant is None:
         live = {"keys": k_rows, "values": v_rows}
         k_seen, v_seen = k_rows, v_rows
@@ -218,7 +256,7 @@ def build_paged_case(rng: np.random.Generator, *, dtype: str, hq: int, hkv: int,
     storage = make_storage(live, dtype=dtype, table=table, num_blocks=num_blocks, block_size=block_size,
                            head_dim=dk, v_head_dim=dv, quant=quant, poison=poison, rng=rng)
     return PagedCase(dtype=dtype, hq=hq, hkv=hkv, n=n, dk=dk, dv=dv, block_size=block_size, length=length,
-                     scale=float(dk ** -0.5 if scale is None else scale), quant=quant, q=q,
+                     scale=scale, quant=quant, q=q,
                      k=np.ascontiguousarray(k_seen.transpose(1, 0, 2)[None]),
                      v=np.ascontiguousarray(v_seen.transpose(1, 0, 2)[None]), table=table, storage=storage,
                      live=live, num_blocks=num_blocks, seed=seed)
@@ -250,10 +288,13 @@ def paged_cases(draw, *, dtypes=PAGED_DTYPES, quantized: bool | None = False, he
     n = draw(st.integers(1, max_n))
     length = draw(paged_lengths(block_size, n, max_length))
     seed = draw(st.integers(0, 2**32 - 1))
+    peaks = draw(score_peaks(length, n))
     return build_paged_case(np.random.default_rng(seed), dtype=dtype, hq=hq, hkv=hkv, n=n, dk=dk, dv=dv,
                             block_size=block_size, length=length, quant=quant,
                             spare_blocks=draw(st.integers(0, 3)), extra_table=draw(st.integers(0, 2)),
-                            amplitude=draw(st.sampled_from([0.5, 1.0, 4.0])), seed=seed)
+                            amplitude=draw(st.sampled_from([0.5, 1.0, 4.0])), sentinel=draw(st.booleans()),
+                            repeats=draw(st.sampled_from((0, 0, 1, 2))) if not peaks else 0, peaks=peaks,
+                            seed=seed)
 
 
 # --- oracles and thresholds shared by the properties and the parity gates ----
