@@ -142,14 +142,22 @@ mutants: $(STAMP)
 	MLXGATE_RESULTS=$(abspath $(OUT))/results.jsonl $(PY) -m mutants $(if $(DEVICE),--device $(DEVICE)) \
 	  $(if $(PROFILE),--profile $(PROFILE)) $(MUTANTS_ARGS)
 
-# The generated kernel-body mutants (mutants/generated/; docs/generated-mutants.md): every operator mutant of
-# every .metal / .h body, scored per kernel family (killed / non-equivalent, 95% Wilson interval when sampled);
-# a compiled arm runs them (a CPU run leaves them all out). Records go to $(OUT)/results.jsonl.
-# make mutants-generated DEVICE=gpu MUTANTS_ARGS="--arm cuda --workers 12" / "--sample 60 --seed 1" / "--list".
+# Generated mutants (mutants/generated/; docs/generated-mutants.md), scored per target (killed / non-equivalent,
+# 95% Wilson interval when sampled); records go to $(OUT)/results.jsonl. GENERATED=bodies (the default): every
+# operator mutant of every .metal / .h kernel body, per kernel family; a compiled arm runs them (a CPU run leaves
+# them all out). GENERATED=python: cosmic-ray's mutants of the graph arms, the KV state, the masks, the gates and
+# the verdicts, per file; every device runs them, the CPU included.
+# make mutants-generated DEVICE=gpu MUTANTS_ARGS="--arm cuda --workers 12" / "--sample 60 --seed 1" / "--list";
+# make mutants-generated GENERATED=python MUTANTS_ARGS="--sample 200 --seed 1" / "--targets impl/kv/pool.py".
+GENERATED ?= bodies
+generated_flag_bodies := --bodies
+generated_flag_python := --python-mutants
 .PHONY: mutants-generated
 mutants-generated: $(STAMP)
+	@case "$(GENERATED)" in bodies|python) ;; \
+	  *) echo "make mutants-generated: GENERATED=$(GENERATED): GENERATED is bodies (the default) or python" >&2; exit 2;; esac
 	@mkdir -p $(OUT)
-	MLXGATE_RESULTS=$(abspath $(OUT))/results.jsonl $(PY) -m mutants.generated --bodies \
+	MLXGATE_RESULTS=$(abspath $(OUT))/results.jsonl $(PY) -m mutants.generated $(generated_flag_$(GENERATED)) \
 	  $(if $(DEVICE),--device $(DEVICE)) $(if $(PROFILE),--profile $(PROFILE)) $(MUTANTS_ARGS)
 
 # What the linux-cpu workflow (.github/workflows/linux-cpu.yml) runs, unsharded,

@@ -410,10 +410,23 @@ def test_no_killing_test_ran_is_an_error(standin, tmp_path):
 def test_a_hanging_mutant_times_out_as_an_error(standin, tmp_path, launcher):
     mutant = standin_mutant("sum_hangs", "return a + b", "import time; time.sleep(60)", "test_calc.py::test_add")
     fine = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
-    report, _ = run_standin(standin, tmp_path, mutant, fine, clean_check=False, timeout=3)
+    # 8 s: the fine mutant's pytest run must fit it too (a process start and one test took over 3 s on a loaded
+    # 2-core machine); the hang sleeps 60
+    report, _ = run_standin(standin, tmp_path, mutant, fine, clean_check=False, timeout=8)
     hung, after = report.results
     assert hung.status == "error" and hung.detail.startswith("timed out after")
     assert after.status == "killed", "the run after a timeout still works (a zygote survives its child's kill)"
+
+
+def test_inner_workers_run_a_mutants_tests_under_xdist(standin, tmp_path):
+    """--inner-workers N: each mutant's pytest run spreads over N xdist processes (a survivor's whole test set then
+    takes the machine); the verdicts are those of a one-process run."""
+    fine = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
+    report, records = run_standin(standin, tmp_path, fine, clean_check=False, inner_workers=2)
+    (result,) = report.results
+    assert result.status == "killed" and records[-1]["status"] == "killed"
+    with pytest.raises(ValueError, match="inner_workers"):
+        run_standin(standin, tmp_path, fine, inner_workers=-1)
 
 
 def test_zygote_fits_only_the_cpu_device_on_linux(monkeypatch):

@@ -16,35 +16,23 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from pathlib import Path
 
 from .catalog import CATALOG, by_name
-from .runner import DEFAULT_TIMEOUT, REPO_ROOT, rotation, run_catalog, stop_live_runs
+from .options import add_arm_option, add_run_options, check_run_options
+from .runner import REPO_ROOT, rotation, run_catalog, stop_live_runs
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m mutants", description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="mutants to run (default: the whole catalog)")
     parser.add_argument("--list", action="store_true", help="list the catalog and exit")
-    parser.add_argument("--workers", type=int, default=2, help="mutants run at a time (default 2)")
-    parser.add_argument("--device", choices=("cpu", "gpu"), default=None,
-                        help="MLX device of the inner runs (default: gpu where MLX has one, else cpu)")
-    parser.add_argument("--arm", choices=("graph", "metal", "cuda"), default=None,
-                        help="run the killing tests on this arm only (and only the kernel-body mutants)")
-    parser.add_argument("--profile", choices=("dev", "ci", "thorough"), default="ci",
-                        help="Hypothesis profile the inner runs derive from (default ci; conftest.py registers them)")
+    add_arm_option(parser, "run the killing tests on this arm only (and only the kernel-body mutants)")
     parser.add_argument("--rotate", type=int, default=None, metavar="N",
                         help="run the 1/N of the catalog chosen by today's date (or --rotate-key)")
     parser.add_argument("--rotate-key", type=int, default=None, help="the rotation's key (default: today's ordinal)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per pytest run")
-    parser.add_argument("--no-clean-check", action="store_true",
-                        help="skip running the killing tests on the unmutated tree first")
-    parser.add_argument("--no-record", action="store_true", help="append no records to the results file")
-    parser.add_argument("--results", type=Path, default=None, help="results file (default: MLXGATE_RESULTS)")
-    parser.add_argument("--python", default=sys.executable, help="interpreter of the inner runs (default: this one)")
+    add_run_options(parser)
     args = parser.parse_args(argv)
-    if args.workers < 1:
-        parser.error("--workers must be >= 1")
+    check_run_options(parser, args)
     if args.rotate is not None and args.rotate < 1:
         parser.error("--rotate must be >= 1")
     return args
@@ -72,7 +60,8 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         report = run_catalog(mutants, root=REPO_ROOT, python=args.python, device=args.device, arm=args.arm,
-                             profile=args.profile, workers=args.workers, timeout=args.timeout,
+                             profile=args.profile, workers=args.workers, inner_workers=args.inner_workers,
+                             timeout=args.timeout,
                              clean_check=not args.no_clean_check, record=not args.no_record,
                              results_path=args.results)
     except ValueError as exc:

@@ -10,8 +10,9 @@
   seconds per mutant).
 * Outcomes: written as JSON to the file ``MLXGATE_MUTANT_OUTCOMES`` names:
   ``{"passed", "failed", "skipped", "failed_ids", "exitstatus"}``;
-  ``failed_ids`` are the node ids of the tests that failed (in any phase), in
-  order: the runner reads the killer there.
+  ``failed_ids`` are the node ids of the tests that failed (in any phase), and of
+  the test modules that failed to collect, in order: the runner reads the killer
+  there.
 """
 
 from __future__ import annotations
@@ -41,6 +42,16 @@ def pytest_configure(config):
 def pytest_report_header(config):
     return [f"mutants: Hypothesis profile {PROFILE!r} ({os.environ.get(PARENT_ENV, 'ci')} without database, "
             "derandomized, no shrinking)"]
+
+
+def pytest_collectreport(report):
+    # A test module that no longer imports with the mutant in (a mutated constant its parametrization reads, a
+    # dropped decorator it builds on) is a failure the suite reports: a kill, its module the killer. The clean check
+    # runs the same modules on the unmutated tree, where they collect.
+    if report.failed:
+        _OUTCOMES["failed"] += 1
+        if report.nodeid not in _OUTCOMES["failed_ids"]:
+            _OUTCOMES["failed_ids"].append(report.nodeid)
 
 
 def pytest_runtest_logreport(report):

@@ -481,11 +481,14 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
                 device: str | None = None, arm: str | None = None, profile: str = "ci", workers: int = 2,
                 timeout: float = DEFAULT_TIMEOUT, clean_check: bool = True, record: bool = True,
                 results_path: Path | None = None, log: Callable[[str], None] = print,
-                record_context: dict | None = None) -> Report:
+                record_context: dict | None = None, inner_workers: int = 0) -> Report:
     """Run ``mutants`` (see the module docstring); records one ``mutant`` record each when ``record``.
 
     ``arm`` restricts the run to one arm and to the mutants in a kernel body
-    (the cache and mask mutants have no arm). ``workers`` mutants run at a time.
+    (the cache and mask mutants have no arm). ``workers`` mutants run at a time;
+    ``inner_workers`` > 1 runs each mutant's tests under pytest-xdist with that
+    many processes (a plain process, no zygote): a mutant that outlives the fast
+    killers runs a whole test set, which on the H200 takes minutes in one process.
     ``record_context`` adds its fields to every record (``mutants.generated``: the run's id).
     """
     start = time.perf_counter()
@@ -512,8 +515,10 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
         if result.status != "stale":
             runnable.append(result)
 
+    if not isinstance(inner_workers, int) or isinstance(inner_workers, bool) or inner_workers < 0:
+        raise ValueError(f"inner_workers must be an int >= 0, got {inner_workers!r}")
     zygotes: ZygotePool | None = None
-    if zygote_fits(device) and runnable:
+    if zygote_fits(device) and runnable and inner_workers <= 1:
         base_env = {k: v for k, v in _child_env(root, Path(os.devnull), profile, root).items()
                     if k not in ("MLXGATE_RESULTS", OUTCOMES_ENV)}
         zygotes = ZygotePool(python, base_env, workers)
@@ -521,7 +526,7 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
         return _run_all(results, runnable, left_out, files, zygotes, root=root, python=python, device=device,
                         requested_device=requested_device, arms=arms, profile=profile, workers=workers,
                         timeout=timeout, clean_check=clean_check, record=record, results_path=results_path, log=log,
-                        start=start, record_context=record_context or {})
+                        start=start, record_context=record_context or {}, inner_workers=inner_workers)
     finally:
         if zygotes is not None:
             zygotes.close()
@@ -557,7 +562,8 @@ def _clean_run(tests: list[str], files: list[str], zygotes: ZygotePool | None, w
 
 
 def _run_all(results, runnable, left_out, files, zygotes, *, root, python, device, requested_device, arms, profile,
-             workers, timeout, clean_check, record, results_path, log, start, record_context) -> Report:
+             workers, timeout, clean_check, record, results_path, log, start, record_context,
+             inner_workers=0) -> Report:
     clean = None
     if clean_check and runnable:
         clean = CleanCheck(expand_tests((t for r in runnable for t in r.tests), ()))
@@ -604,7 +610,7 @@ def _run_all(results, runnable, left_out, files, zygotes, *, root, python, devic
                 copy_tree(tree, files, root)
                 apply_mutant(result.mutant, tree, root)
                 run = run_pytest(tree, result.tests, python=python, device=requested_device, profile=profile,
-                                 timeout=timeout, root=root, zygotes=zygotes)
+                                 timeout=timeout, root=root, zygotes=zygotes, workers=inner_workers)
             result.seconds = run.seconds
             result.status, result.killed_by, result.detail = _classify(run)
         except StaleMutant as exc:  # the file changed under the run (others edit this checkout too)
