@@ -5,6 +5,7 @@
     python -m perf.baseline update [--suite S] [--rounds R] [--key KEY]   # run the suite, store it
     python -m perf.baseline update --from RUN.json [--key KEY] [--gate-floor-ms F]  # store a recorded run
     python -m perf.baseline update --from A.json --from B.json --from C.json [--gate-floor-ms F]  # pool runs
+    ... [--figure call|kernel] [--kernel-gate-floor-ms F]   # which figure the gate judges; the kernel figure's floor
     ... [--dir DIR]                                  # store under DIR instead of perf/baselines/
 
 The device key is ``<backend>-<device name>`` of MLX's default device, with
@@ -17,10 +18,23 @@ the CPU device, else ``metal`` / ``cuda``). The file is
     {"schema": 1, "device_key": ..., "device": {device_info}, "environment": {mlx, platform, git, date},
      "copy_bandwidth": {gbps, nbytes, median_s, samples_s, method},
      "settings": {suite, rounds, warmup, batch, protocol (absent: "eval"), inputs (absent: "shared"),
-                  gate_floor_s (optional)},
+                  gate_floor_s (optional), kernel_calls, kernel_warmup (where kernel time was measured),
+                  figure (optional, absent: "call"), kernel_gate_floor_s (optional)},
      "benchmarks": {case id: {benchmark, kernel, arm, shape, dtype, bytes, flops, median_s, iqr_s, samples_s,
-                              process_samples_s (pooled only)}},
+                              process_samples_s (pooled only),
+                              kernel_samples_s, kernel_median_s, kernel_iqr_s, kernels_per_call, kernel_names,
+                              kernel_timer, kernel_span_median_s (where kernel time was measured),
+                              kernel_process_samples_s (pooled only), figure (optional)}},
      "processes": [{source, environment, copy_bandwidth}, ...] (pooled only)}
+
+Two figures per case (``FIGURES``): ``call``, the call-time samples of ``perf.harness`` (``samples_s``), and
+``kernel``, the kernel-time samples of ``perf.kernel_time`` (``kernel_samples_s``: one per traced call, the
+device time of its kernels), kept per process the same way. The regression gate judges one of them per case:
+the entry's ``figure``, else ``settings.figure``, else ``call`` (``figure_of``; ``perf.run --figure``
+overrides both). A document without kernel fields (the H200 baseline measured before kernel time was
+recorded) holds the call figure only and judges as before. An entry or settings that choose ``kernel`` must
+hold kernel samples (validated). Each figure has its own floor (``gate_floor``): ``settings.gate_floor_s`` for
+call time, ``settings.kernel_gate_floor_s`` for kernel time (``perf/regression.py``).
 
 A run of ``python -m perf.run --save RUN.json`` writes exactly this document
 (for the machine it ran on), so a baseline can be measured on one machine and
@@ -39,9 +53,10 @@ top-level ``copy_bandwidth`` is that of the median process by GB/s, the
 ``environment`` the first one's; torch ``references`` and ``skipped`` stay in
 the run documents (nothing gates them). The sources must agree, else nothing is
 stored and the error names the disagreement: the same device key, settings
-(suite, rounds, warm-up, batch, protocol, inputs, floor), MLX version and git commit (where both
-recorded one), the same cases with the same description (benchmark, kernel,
-arm, shape, dtype, bytes, flops), and no process twice (identical samples).
+(suite, rounds, warm-up, batch, protocol, inputs, floors, kernel calls and warm-up, figure), MLX version
+and git commit (where both recorded one), the same cases with the same description (benchmark, kernel,
+arm, shape, dtype, bytes, flops) and the same kernels per call (names, counts, timer, figure, where recorded),
+kernel samples in every source of a case or in none, and no process twice (identical samples).
 An entry without ``process_samples_s`` (a single run's document) is one
 process (``baseline_processes``), judged by the single-process rule.
 
@@ -68,10 +83,15 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-__all__ = ["BASELINE_DIR", "SCHEMA", "baseline_path", "baseline_processes", "device_key", "load_baseline",
-           "pool_documents", "read_document", "validate_baseline", "write_baseline"]
+__all__ = ["BASELINE_DIR", "FIGURES", "SCHEMA", "baseline_path", "baseline_processes", "device_key", "figure_of",
+           "gate_floor", "has_figure", "load_baseline", "pool_documents", "read_document", "validate_baseline",
+           "write_baseline"]
 
 SCHEMA = 1
+FIGURES = ("call", "kernel")  # what the gate can judge (module docstring)
+# Per figure: the entry's samples, its per-process samples (pooled baselines), the settings' floor.
+_FIELDS = {"call": ("samples_s", "process_samples_s", "gate_floor_s"),
+           "kernel": ("kernel_samples_s", "kernel_process_samples_s", "kernel_gate_floor_s")}
 BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
 _KEY = re.compile(r"^[A-Za-z0-9.\-_]+$")
 
@@ -118,7 +138,7 @@ def _positive_finite(value) -> bool:
 
 
 # What a document's settings may hold (absent: the default each reader applies, see _SETTING_DEFAULTS).
-_SETTING_CHOICES = {"protocol": ("eval", "pipelined"), "inputs": ("distinct", "shared")}
+_SETTING_CHOICES = {"protocol": ("eval", "pipelined"), "inputs": ("distinct", "shared"), "figure": FIGURES}
 
 
 def _check_settings(settings) -> None:
@@ -129,36 +149,93 @@ def _check_settings(settings) -> None:
     for name, choices in _SETTING_CHOICES.items():
         if settings.get(name) is not None and settings[name] not in choices:
             raise ValueError(f"settings.{name} must be one of {choices}, got {settings[name]!r}")
-    for name in ("rounds", "warmup", "batch"):
+    for name in ("rounds", "warmup", "batch", "kernel_calls", "kernel_warmup"):
         value = settings.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise ValueError(f"settings.{name} must be a non-negative int, got {value!r}")
-    floor = settings.get("gate_floor_s")
-    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float))
-                              or not 0 <= floor < float("inf")):
-        raise ValueError(f"settings.gate_floor_s must be a non-negative finite number of seconds, got {floor!r}")
+    for name in ("gate_floor_s", "kernel_gate_floor_s"):
+        floor = settings.get(name)
+        if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float))
+                                  or not 0 <= floor < float("inf")):
+            raise ValueError(f"settings.{name} must be a non-negative finite number of seconds, got {floor!r}")
 
 
-def _check_processes(case_id: str, entry: dict, processes) -> None:
-    per_process = entry["process_samples_s"]
-    where = f"benchmarks[{case_id!r}].process_samples_s"
+def _check_figure(name: str, figure) -> str:
+    if figure not in FIGURES:
+        raise ValueError(f"{name} must be one of {FIGURES}, got {figure!r}")
+    return figure
+
+
+def _check_processes(case_id: str, entry: dict, processes, figure: str = "call") -> None:
+    samples_field, process_field, _ = _FIELDS[figure]
+    per_process = entry[process_field]
+    where = f"benchmarks[{case_id!r}].{process_field}"
     if not isinstance(per_process, list) or not per_process:
         raise ValueError(f"{where} must be a non-empty list of per-process sample lists")
     for i, samples in enumerate(per_process):
         _positive_list(f"{where}[{i}]", samples)
-    if [s for samples in per_process for s in samples] != list(entry["samples_s"]):
-        raise ValueError(f"benchmarks[{case_id!r}].samples_s must be the concatenation of its process_samples_s")
+    if [s for samples in per_process for s in samples] != list(entry[samples_field]):
+        raise ValueError(f"benchmarks[{case_id!r}].{samples_field} must be the concatenation of its {process_field}")
     if processes is not None and (not isinstance(processes, list) or len(processes) != len(per_process)):
         raise ValueError(f"{where} holds {len(per_process)} processes, the document's 'processes' "
                          f"{len(processes) if isinstance(processes, list) else processes!r}")
 
 
-def baseline_processes(entry: dict) -> list[list[float]]:
-    """The samples of one baseline entry, one list per process: ``process_samples_s`` of a pooled
-    baseline, else ``[samples_s]`` (a baseline measured in one process)."""
+def _check_kernel_fields(case_id: str, entry: dict, document: dict) -> None:
+    where = f"benchmarks[{case_id!r}]"
+    has_kernel = "kernel_samples_s" in entry
+    if has_kernel:
+        _positive_list(f"{where}.kernel_samples_s", entry["kernel_samples_s"])
+        if "kernel_process_samples_s" in entry:
+            _check_processes(case_id, entry, document.get("processes"), "kernel")
+            if "process_samples_s" in entry and (len(entry["kernel_process_samples_s"])
+                                                 != len(entry["process_samples_s"])):
+                raise ValueError(f"{where}.kernel_process_samples_s holds {len(entry['kernel_process_samples_s'])} "
+                                 f"processes, its process_samples_s {len(entry['process_samples_s'])}")
+        per_call = entry.get("kernels_per_call")
+        if per_call is not None and (isinstance(per_call, bool) or not isinstance(per_call, int) or per_call < 1):
+            raise ValueError(f"{where}.kernels_per_call must be a positive int, got {per_call!r}")
+    elif "kernel_process_samples_s" in entry:
+        raise ValueError(f"{where} holds kernel_process_samples_s without kernel_samples_s")
+    if "figure" in entry:
+        _check_figure(f"{where}.figure", entry["figure"])
+    chosen = entry.get("figure") or (document.get("settings") or {}).get("figure") or "call"
+    if chosen == "kernel" and not has_kernel:
+        source = f"{where}.figure" if "figure" in entry else "settings.figure"
+        raise ValueError(f"{where}: {source} is 'kernel' but the entry holds no kernel_samples_s")
+
+
+def has_figure(entry: dict, figure: str) -> bool:
+    """Whether a baseline entry holds samples of ``figure`` (``FIGURES``)."""
+    _check_figure("figure", figure)
+    return isinstance(entry, dict) and _FIELDS[figure][0] in entry
+
+
+def baseline_processes(entry: dict, figure: str = "call") -> list[list[float]]:
+    """The samples of one baseline entry for ``figure`` (``FIGURES``), one list per process:
+    ``process_samples_s`` (``kernel_process_samples_s``) of a pooled baseline, else ``[samples_s]``
+    (``[kernel_samples_s]``: a baseline measured in one process). ValueError when the entry holds no
+    samples of that figure."""
     if not isinstance(entry, dict) or "samples_s" not in entry:
         raise TypeError(f"entry must be a baseline entry (a dict with 'samples_s'), got {type(entry).__name__}")
-    return [list(p) for p in entry.get("process_samples_s") or [entry["samples_s"]]]
+    samples_field, process_field, _ = _FIELDS[_check_figure("figure", figure)]
+    if samples_field not in entry:
+        raise ValueError(f"the baseline entry holds no {figure}-time samples ({samples_field})")
+    return [list(p) for p in entry.get(process_field) or [entry[samples_field]]]
+
+
+def figure_of(document: dict | None, case_id: str, override: str | None = None) -> str:
+    """The figure the gate judges for ``case_id``: ``override`` (``perf.run --figure``), else the entry's
+    ``figure``, else ``settings.figure``, else ``call``."""
+    if override is not None:
+        return _check_figure("override", override)
+    entry = ((document or {}).get("benchmarks") or {}).get(case_id) or {}
+    return entry.get("figure") or ((document or {}).get("settings") or {}).get("figure") or "call"
+
+
+def gate_floor(document: dict | None, figure: str = "call") -> float:
+    """The floor of ``figure`` in a baseline's settings (``gate_floor_s`` / ``kernel_gate_floor_s``), 0 absent."""
+    return float(((document or {}).get("settings") or {}).get(_FIELDS[_check_figure("figure", figure)][2]) or 0.0)
 
 
 def validate_baseline(document) -> dict:
@@ -168,6 +245,7 @@ def validate_baseline(document) -> dict:
     if document.get("schema") != SCHEMA:
         raise ValueError(f"baseline schema must be {SCHEMA}, got {document.get('schema')!r}")
     _check_key(document.get("device_key"))
+    _check_settings(document.get("settings"))  # before the entries: a kernel figure there is checked against them
     benchmarks = document.get("benchmarks")
     if not isinstance(benchmarks, dict) or not benchmarks:
         raise ValueError("baseline 'benchmarks' must be a non-empty object of case id -> entry")
@@ -180,12 +258,12 @@ def validate_baseline(document) -> dict:
         _positive_list(f"benchmarks[{case_id!r}].samples_s", entry["samples_s"])
         if "process_samples_s" in entry:
             _check_processes(case_id, entry, document.get("processes"))
+        _check_kernel_fields(case_id, entry, document)
     copy = document.get("copy_bandwidth")
     if copy is not None:
         gbps = copy.get("gbps") if isinstance(copy, dict) else None
         if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not _positive_finite(gbps):
             raise ValueError("baseline 'copy_bandwidth' must be null or an object with a positive, finite 'gbps'")
-    _check_settings(document.get("settings"))
     return document
 
 
@@ -221,7 +299,10 @@ def load_baseline(key: str, directory: Path | None = None) -> dict | None:
 
 
 _DESCRIPTION = ("benchmark", "kernel", "arm", "shape", "dtype", "bytes", "flops")
-_SETTINGS = ("suite", "rounds", "warmup", "batch", "protocol", "inputs", "gate_floor_s")
+_SETTINGS = ("suite", "rounds", "warmup", "batch", "protocol", "inputs", "gate_floor_s", "kernel_calls",
+             "kernel_warmup", "figure", "kernel_gate_floor_s")
+# Kernel-time fields of an entry that every source must agree on (the samples are pooled per process).
+_KERNEL_DESCRIPTION = ("kernels_per_call", "kernel_names", "kernel_timer", "figure")
 # A document without these settings was measured with their defaults (perf.run's docstring): pooling compares the
 # effective values, so a run without them is not pooled with a pipelined or distinct-input one.
 _SETTING_DEFAULTS = {"protocol": "eval", "inputs": "shared"}
@@ -305,12 +386,40 @@ def pool_documents(documents, sources=None) -> dict:
         benchmarks[case_id] = {**{name: entries[0][name] for name in _DESCRIPTION},
                                "median_s": float(np.median([np.median(p) for p in per_process])),
                                "iqr_s": float(q3 - q1), "samples_s": pooled, "process_samples_s": per_process}
+        benchmarks[case_id].update(_pool_kernel(case_id, dict(zip(sources, entries)), len(processes), agree))
     copies = sorted((p["copy_bandwidth"] for p in processes if p.get("copy_bandwidth")), key=lambda c: c["gbps"])
     document = {"schema": SCHEMA, "device_key": documents[0]["device_key"], "device": documents[0].get("device"),
                 "environment": documents[0].get("environment"),
                 "copy_bandwidth": copies[(len(copies) - 1) // 2] if copies else None,
                 "settings": settings, "benchmarks": benchmarks, "processes": processes}
     return validate_baseline(document)
+
+
+def _pool_kernel(case_id: str, entries: dict[str, dict], n_processes: int, agree) -> dict:
+    """The pooled kernel-time fields of one case from its entry in each source (``entries``: source -> entry):
+    none when no source measured kernel time, else every source must have."""
+    for name in _KERNEL_DESCRIPTION:
+        agree(f"{case_id} {name}", {s: e.get(name) for s, e in entries.items()})
+    known = {name: next((e[name] for e in entries.values() if e.get(name) is not None), None)
+             for name in _KERNEL_DESCRIPTION}
+    measured = [s for s, e in entries.items() if has_figure(e, "kernel")]
+    if not measured:
+        return {"figure": known["figure"]} if known["figure"] is not None else {}
+    if len(measured) != len(entries):
+        lacking = [s for s in entries if s not in measured]
+        raise ValueError(f"cannot pool: {case_id} holds kernel-time samples in {measured[0]} but not in "
+                         f"{lacking[0]} (measure kernel time in every process, or in none)")
+    per_process = [p for e in entries.values() for p in baseline_processes(e, "kernel")]
+    if len(per_process) != n_processes:
+        raise ValueError(f"cannot pool: {case_id} holds kernel samples of {len(per_process)} processes, the "
+                         f"documents {n_processes}")
+    pooled = [t for samples in per_process for t in samples]
+    q1, q3 = np.percentile(pooled, [25, 75])
+    spans = [e.get("kernel_span_median_s") for e in entries.values()]
+    return {**{name: value for name, value in known.items() if value is not None},
+            "kernel_median_s": float(np.median([np.median(p) for p in per_process])), "kernel_iqr_s": float(q3 - q1),
+            "kernel_samples_s": pooled, "kernel_process_samples_s": per_process,
+            "kernel_span_median_s": float(np.median(spans)) if all(s is not None for s in spans) else None}
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -359,8 +468,13 @@ def _show(document: dict) -> str:
     for case_id, entry in sorted(document["benchmarks"].items()):
         medians = [statistics.median(p) for p in baseline_processes(entry)]
         spread = f", process spread {max(medians) / min(medians) - 1:.1%}" if len(medians) > 1 else ""
+        kernel = ""
+        if has_figure(entry, "kernel"):
+            kernel_medians = [statistics.median(p) for p in baseline_processes(entry, "kernel")]
+            kernel = (f"; kernel {statistics.median(kernel_medians) * 1e3:.4g} ms, "
+                      f"n={len(entry['kernel_samples_s'])}")
         lines.append(f"  {case_id}: median {statistics.median(medians) * 1e3:.4g} ms, "
-                     f"n={len(entry['samples_s'])}{spread}")
+                     f"n={len(entry['samples_s'])}{spread}{kernel}; gate judges {figure_of(document, case_id)}")
     return "\n".join(lines)
 
 
@@ -378,6 +492,10 @@ def main(argv: list[str] | None = None) -> int:
     update.add_argument("--key", help="store under this device key (default: the document's)")
     update.add_argument("--gate-floor-ms", type=float, default=None,
                         help="cases whose median per call is below this are recorded, not gated (perf.regression)")
+    update.add_argument("--kernel-gate-floor-ms", type=float, default=None,
+                        help="the same floor for the kernel figure (perf.regression)")
+    update.add_argument("--figure", choices=FIGURES, default=None,
+                        help="the figure the gate judges for every case without its own (settings.figure)")
     update.add_argument("--suite", default="auto", help="suite to run when --from is not given (perf.run)")
     update.add_argument("--rounds", type=int, default=None)
     update.add_argument("--device", choices=("cpu", "gpu"), default=None)
@@ -395,9 +513,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(_show(document) if document else f"no baseline for {args.key or device_key()}")
         return 0
-    if args.gate_floor_ms is not None and not 0 <= args.gate_floor_ms < float("inf"):
-        print(f"perf.baseline: --gate-floor-ms must be >= 0, got {args.gate_floor_ms}", file=sys.stderr)
-        return 2
+    for flag, value in (("--gate-floor-ms", args.gate_floor_ms), ("--kernel-gate-floor-ms", args.kernel_gate_floor_ms)):
+        if value is not None and not 0 <= value < float("inf"):
+            print(f"perf.baseline: {flag} must be >= 0, got {value}", file=sys.stderr)
+            return 2
     if args.sources:
         documents = []
         for source in args.sources:
@@ -424,14 +543,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.key:
         document["device_key"] = args.key
-    if args.gate_floor_ms is not None:
+    chosen = {"gate_floor_s": None if args.gate_floor_ms is None else args.gate_floor_ms / 1e3,
+              "kernel_gate_floor_s": None if args.kernel_gate_floor_ms is None else args.kernel_gate_floor_ms / 1e3,
+              "figure": args.figure}
+    if any(value is not None for value in chosen.values()):
         if document.get("settings") is None:
             document["settings"] = {}
         if not isinstance(document["settings"], dict):
             print(f"perf.baseline: not stored (the document's 'settings' is a {type(document['settings']).__name__}, "
                   "not an object); the old baseline is unchanged", file=sys.stderr)
             return 2
-        document["settings"]["gate_floor_s"] = args.gate_floor_ms / 1e3
+        document["settings"].update({name: value for name, value in chosen.items() if value is not None})
     try:
         path = write_baseline(document, args.dir)
     except (OSError, TypeError, ValueError) as exc:

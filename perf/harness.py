@@ -22,7 +22,8 @@
   JIT compilation: MLX compiles CUDA/Metal kernels on first use), then
   ``rounds`` rounds each timed alone with ``time.perf_counter``: the samples
   (divided by ``batch`` to give seconds per call).
-* ``perf_record``: the record of ``reports/SCHEMA.md`` (kind ``perf``).
+* ``perf_record``: the record of ``reports/SCHEMA.md`` (kind ``perf``), call time and, where
+  ``perf.kernel_time`` measured it (``Measurement.kernel``), kernel time beside it.
 
 ``bytes`` is the problem's compulsory traffic, the same for every kernel of a
 benchmark and shape (e.g. decode: K and V of the live tokens, q, the output,
@@ -41,10 +42,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["PROTOCOLS", "Case", "Measurement", "batched", "check_count", "perf_record", "Pipelined", "summarize",
-           "synchronizer", "taking_turns", "time_call", "time_case"]
+__all__ = ["KERNEL_STATUSES", "PROTOCOLS", "Case", "Measurement", "batched", "check_count", "perf_record", "Pipelined",
+           "summarize", "synchronizer", "taking_turns", "time_call", "time_case"]
 
 PROTOCOLS = ("eval", "pipelined")  # how a timed round waits (module docstring)
+# A perf record's kernel_status (reports/SCHEMA.md): kernel time measured, not asked for, not measurable here,
+# or the case's calls failed to give it (perf.kernel_time.KernelTimeError and what a traced call raised).
+KERNEL_STATUSES = ("measured", "off", "unavailable", "error")
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class Case:
 class Measurement:
     case: Case
     samples_s: tuple[float, ...]
+    kernel: object | None = None  # perf.kernel_time.KernelTime, where kernel time was measured
 
     @property
     def median_s(self) -> float:
@@ -88,7 +93,7 @@ class Measurement:
         c = self.case
         return {"benchmark": c.benchmark, "kernel": c.kernel, "arm": c.arm, "shape": list(c.shape), "dtype": c.dtype,
                 "bytes": c.bytes, "flops": c.flops, "median_s": self.median_s, "iqr_s": self.iqr_s,
-                "samples_s": list(self.samples_s)}
+                "samples_s": list(self.samples_s), **(self.kernel.as_dict() if self.kernel is not None else {})}
 
 
 def synchronizer(runtime: str) -> Callable[[list], None]:
@@ -225,7 +230,8 @@ def summarize(samples: Sequence[float]) -> tuple[float, float]:
 
 def perf_record(measurement: Measurement, *, copy_gbps: float | None, device_key: str, verdict=None,
                 baseline_median_s: float | None = None, batch: int | None = None, protocol: str = "eval",
-                inputs: str | None = None, input_sets: int | None = None) -> dict:
+                inputs: str | None = None, input_sets: int | None = None, kernel_status: str | None = None,
+                kernel_reason: str | None = None) -> dict:
     """The ``perf`` record (reports/SCHEMA.md) of one measurement.
 
     ``verdict``: a ``perf.regression.Verdict`` against the stored baseline, or
@@ -234,9 +240,22 @@ def perf_record(measurement: Measurement, *, copy_gbps: float | None, device_key
     ``batch`` and ``protocol``: how the rounds were timed (``PROTOCOLS``); ``inputs``: whether a round's calls
     read their own input sets (``distinct``) or one (``shared``): ``perf.run``'s ``INPUTS``; ``input_sets``: how
     many the case's group built (fewer than the calls of a round where they would pass ``perf.cases``'s budget).
+    ``kernel_status`` (``KERNEL_STATUSES``, None: the writer does not measure kernel time) and ``kernel_reason``
+    (why not, for ``unavailable`` and ``error``): the kernel-time fields come from ``measurement.kernel``,
+    present exactly when the status is ``measured``. The verdict's ``figure`` says which samples it judged.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    kernel = measurement.kernel
+    if kernel_status is None and kernel is not None:
+        kernel_status = "measured"
+    if kernel_status is not None and kernel_status not in KERNEL_STATUSES:
+        raise ValueError(f"kernel_status must be None or one of {KERNEL_STATUSES}, got {kernel_status!r}")
+    if (kernel_status == "measured") != (kernel is not None):
+        raise ValueError(f"kernel_status {kernel_status!r} with {'a' if kernel is not None else 'no'} kernel-time "
+                         "measurement: 'measured' exactly when measurement.kernel is given")
+    if kernel_status in ("unavailable", "error") and not kernel_reason:
+        raise ValueError(f"kernel_status {kernel_status!r} needs its kernel_reason")
     c = measurement.case
     median, iqr = summarize(measurement.samples_s)
     gbps = c.bytes / median / 1e9
@@ -252,8 +271,19 @@ def perf_record(measurement: Measurement, *, copy_gbps: float | None, device_key
         "baseline_median_s": baseline_median_s,
         "p_value": None, "effect": None, "effect_kind": None, "regressed": False,
         "alpha": None, "min_effect": None, "cliffs_delta": None, "gated": False, "gate_floor_s": None,
-        "effect_threshold": None, "process_spread": None, "baseline_processes": None,
+        "effect_threshold": None, "process_spread": None, "baseline_processes": None, "figure": None,
+        "kernel_status": kernel_status, "kernel_reason": kernel_reason if kernel_status != "measured" else None,
+        "kernel_median_s": None, "kernel_iqr_s": None, "kernel_calls": None, "kernels_per_call": None,
+        "kernel_names": None, "kernel_span_median_s": None, "kernel_gbps": None, "kernel_pct_copy_bw": None,
+        "kernel_timer": None,
     }
+    if kernel is not None:
+        kernel_gbps = c.bytes / kernel.median_s / 1e9
+        record.update(kernel_median_s=kernel.median_s, kernel_iqr_s=kernel.iqr_s, kernel_calls=len(kernel.samples_s),
+                      kernels_per_call=kernel.per_call, kernel_names=[[n, k] for n, k in kernel.kernels],
+                      kernel_span_median_s=kernel.span_median_s, kernel_gbps=kernel_gbps,
+                      kernel_pct_copy_bw=100.0 * kernel_gbps / copy_gbps if copy_gbps else None,
+                      kernel_timer=kernel.timer)
     if verdict is not None:
         record.update(p_value=verdict.p_value, effect=verdict.effect, effect_kind="median_slowdown",
                       regressed=verdict.regressed, alpha=verdict.alpha, min_effect=verdict.min_effect,
@@ -262,7 +292,9 @@ def perf_record(measurement: Measurement, *, copy_gbps: float | None, device_key
                       # the pooled rule's numbers (perf/regression.py): the effect it had to exceed, how far the
                       # baseline's process medians spread, and how many processes it pooled
                       effect_threshold=verdict.threshold, process_spread=verdict.process_spread,
-                      baseline_processes=verdict.n_processes)
+                      baseline_processes=verdict.n_processes, figure=getattr(verdict, "figure", "call"))
+        if record["figure"] == "kernel" and kernel is None:
+            raise ValueError(f"{c.id}: a verdict on the kernel figure without a kernel-time measurement")
     for key in ("median_s", "gbps"):
         if not math.isfinite(record[key]):
             raise ValueError(f"{key} of {c.id} is not finite")

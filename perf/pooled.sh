@@ -13,11 +13,14 @@
 # Expected ~4-6 min on the H200 (per process mostly building inputs and compiling kernels). POOL_TIMEOUT (default
 # 125 s per pool process) and GATE_TIMEOUT (175 s for the 4th) keep the whole under 10 min; git is not consulted
 # for what ran (the device's copy of the tree may carry a stale .git): the caller records the commit.
+# RUN_ARGS (default empty) goes to every perf.run: e.g. "--no-kernel-time" (kernel time is measured by default
+# where torch can profile CUDA: 20 traced calls per case after its call time, which the timeouts must allow for).
 set -u
 : "${OUT:?OUT must name the output folder}"
 export PYTHONUNBUFFERED=1
 PY=${PY:-python3}
 SUITE=${SUITE:-h200} DEVICE=${DEVICE:-gpu} FLOOR_MS=${FLOOR_MS:-0.25}  # SUITE=cpu DEVICE=cpu: a dry run on a CPU
+read -r -a RUN_ARGS <<< "${RUN_ARGS:-}"
 began=$(date +%s)
 cp "$0" "$OUT/pooled.sh" 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$OUT/gpu.txt" 2>&1
@@ -27,7 +30,7 @@ echo "device key: $KEY (versions in versions.txt)"
 
 for i in 1 2 3; do
   t0=$(date +%s)
-  timeout "${POOL_TIMEOUT:-125}" "$PY" -m perf.run --suite "$SUITE" --device "$DEVICE" --no-baseline --save "$OUT/p$i.json" \
+  timeout "${POOL_TIMEOUT:-125}" "$PY" -m perf.run --suite "$SUITE" --device "$DEVICE" --no-baseline "${RUN_ARGS[@]}" --save "$OUT/p$i.json" \
     > "$OUT/p$i.log" 2>&1
   status=$?
   echo "process $i of 3 (pool): exit $status after $(( $(date +%s) - t0 )) s; last line: $(tail -1 "$OUT/p$i.log")"
@@ -57,7 +60,7 @@ for spread, case_id, median, gated in sorted(rows, reverse=True)[:8]:
 PYEOF
 
 t0=$(date +%s)
-timeout "${GATE_TIMEOUT:-175}" "$PY" -m perf.run --device "$DEVICE" --gate --baseline "$POOLED" \
+timeout "${GATE_TIMEOUT:-175}" "$PY" -m perf.run --device "$DEVICE" --gate "${RUN_ARGS[@]}" --baseline "$POOLED" \
   --results "$OUT/gate.jsonl" --fresh --calibration "$OUT/calibration.json" > "$OUT/gate_log.txt" 2>&1
 status=$?
 echo "process 4 (make gate's rerun against the pooled baseline, + calibration): exit $status after $(( $(date +%s) - t0 )) s" \

@@ -80,6 +80,16 @@ per call is below the floor is measured and recorded but not gated
 ``mx.eval``) whose jitter between rounds and processes exceeds the minimum
 effect. The H200's floor, 0.25 ms, and its derivation: ``perf/RESULTS.md``.
 
+Two figures (``perf.baseline.FIGURES``), one rule. ``judge(..., figure=)`` applies it to either: ``call``, the
+call-time samples (protocol eval8: host Python, MLX's per-launch host cost and the device's work), or
+``kernel``, the kernel-time samples of ``perf.kernel_time`` (the device time of a call's kernels, one sample
+per traced call). A baseline says per case which one its gate judges (``perf.baseline.figure_of``), and the
+verdict and its record say which was judged (``figure``). The kernel figure's floor is its own,
+``settings.kernel_gate_floor_s``, default 0 (every case gated): the call floor below is derived from host
+overhead, which kernel time does not contain, and no kernel-time calibration across processes has been
+recorded on the H200 yet to derive another; until one is, the size condition (10% beyond the slowest
+baseline process) is what stands between kernel time's process-to-process shift and a false flag.
+
 The numbers are kept in the ``Verdict`` and in the perf record (``p_value``,
 ``effect`` with ``effect_kind = "median_slowdown"``, ``effect_threshold``,
 ``process_spread``, ``baseline_processes``; Cliff's delta, the rank effect size,
@@ -103,6 +113,7 @@ processes flags 15 times over their 12 ordered pairs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from collections.abc import Sequence
@@ -112,7 +123,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from perf.baseline import baseline_processes, read_document, validate_baseline
+from perf.baseline import FIGURES, baseline_processes, gate_floor, read_document, validate_baseline
 
 __all__ = ["ALPHA", "MIN_EFFECT", "SLOWED_DETECTABLE_SPREAD", "Calibration", "Verdict", "calibrate",
            "calibration_processes", "compare", "compare_pooled", "judge", "min_p_value", "process_spread"]
@@ -141,12 +152,13 @@ class Verdict:
     threshold: float  # (1 + min_effect) * slowest process median / baseline_median_s - 1
     process_spread: float  # slowest / fastest process median - 1 (0 for one process)
     n_processes: int
+    figure: str = "call"  # which samples were judged: "call" or "kernel" (perf.baseline.FIGURES)
 
     def describe(self) -> str:
         verdict = "REGRESSED" if self.regressed else "ok" if self.gated else "not gated (below the floor)"
         pooled = (f"; {self.n_processes} baseline processes spread {self.process_spread:.1%}"
                   if self.n_processes > 1 else "")
-        return (f"{verdict}: median {self.current_median_s * 1e3:.4g} ms vs baseline "
+        return (f"{self.figure} time {verdict}: median {self.current_median_s * 1e3:.4g} ms vs baseline "
                 f"{self.baseline_median_s * 1e3:.4g} ms ({self.effect:+.1%}, threshold +{self.threshold:.1%}"
                 f"{pooled}); Mann-Whitney p = {self.p_value:.3g} (alpha {self.alpha}); "
                 f"n = {self.n_current} vs {self.n_baseline}")
@@ -233,16 +245,25 @@ def compare_pooled(current: Sequence[float], processes: Sequence[Sequence[float]
                    process_spread=process_spread(medians), n_processes=len(runs))
 
 
-def judge(current: Sequence[float], baseline: dict | None, case_id: str, *, alpha: float = ALPHA,
-          min_effect: float = MIN_EFFECT) -> Verdict | None:
-    """The verdict on one case's ``current`` samples against a baseline document: its processes
-    (``perf.baseline.baseline_processes``) and its floor (``settings.gate_floor_s``); None when there
-    is no baseline or it does not hold ``case_id``. What ``perf.run`` and the pytest benchmarks apply."""
+def judge(current: Sequence[float], baseline: dict | None, case_id: str, *, figure: str = "call",
+          alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> Verdict | None:
+    """The verdict on one case's ``current`` samples of ``figure`` (``call`` or ``kernel``, module docstring)
+    against a baseline document: its processes of that figure (``perf.baseline.baseline_processes``) and
+    that figure's floor (``perf.baseline.gate_floor``); None when there is no baseline or it does not hold
+    ``case_id``; ValueError when it holds the case without samples of ``figure``. What ``perf.run`` and
+    the pytest benchmarks apply."""
+    if figure not in FIGURES:
+        raise ValueError(f"figure must be one of {FIGURES}, got {figure!r}")
     entry = (baseline or {}).get("benchmarks", {}).get(case_id)
     if entry is None:
         return None
-    floor_s = float((baseline.get("settings") or {}).get("gate_floor_s") or 0.0)
-    return compare_pooled(current, baseline_processes(entry), alpha=alpha, min_effect=min_effect, floor_s=floor_s)
+    try:
+        processes = baseline_processes(entry, figure)
+    except ValueError as exc:
+        raise ValueError(f"{case_id}: {exc}") from None
+    verdict = compare_pooled(current, processes, alpha=alpha, min_effect=min_effect,
+                             floor_s=gate_floor(baseline, figure))
+    return dataclasses.replace(verdict, figure=figure)
 
 
 # --- calibration on recorded samples ----------------------------------------------------------

@@ -8,7 +8,9 @@ and the time ratio to MLX's SDPA and to torch's SDPA (default dispatch) on the
 same shape (``x 2.0`` = twice their time; ``-`` = not measured on that shape).
 The MLX reference is ``sdpa[mlx]`` on contiguous bf16 K/V of the same heads, head
 dim and length (for ``multi_query``: ``sdpa_causal[mlx]`` with the same L rows;
-for ``normalized_argmax``: ``logsumexp_sub_argmax[mlx]``).
+for ``normalized_argmax``: ``logsumexp_sub_argmax[mlx]``). Where the document holds kernel time
+(``perf.kernel_time``: ``kernel_samples_s``), two columns beside the call figure: the median kernel time per
+call and its GB/s (``-``: not measured for that case); the ratios stay of call time.
 """
 
 from __future__ import annotations
@@ -28,8 +30,17 @@ def _median(entry: dict) -> float:
     return statistics.median(entry["samples_s"])
 
 
+def _kernel_cells(entry: dict) -> str:
+    samples = entry.get("kernel_samples_s")
+    if not samples:
+        return " - | - |"
+    t = statistics.median(samples)
+    return f" {t * 1e3:.4g} | {entry['bytes'] / t / 1e9:,.0f} |"
+
+
 def tables(document: dict) -> str:
     entries = {**document["benchmarks"], **(document.get("references") or {})}
+    kernel = any(e.get("kernel_samples_s") for e in entries.values())
     copy = (document.get("copy_bandwidth") or {}).get("gbps")  # null in a document: no "% copy" column values
     by_shape = defaultdict(list)
     for case_id, e in entries.items():
@@ -50,8 +61,9 @@ def tables(document: dict) -> str:
         if not keys:
             continue
         lines += [f"#### {benchmark}", "",
-                  "| shape | kernel[arm] | ms | GB/s | % copy | x MLX ref | x torch SDPA |",
-                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+                  "| shape | kernel[arm] | ms | GB/s | % copy |" + (" kernel ms | kernel GB/s |" if kernel else "")
+                  + " x MLX ref | x torch SDPA |",
+                  "| --- | --- | ---: | ---: | ---: |" + (" ---: | ---: |" if kernel else "") + " ---: | ---: |"]
         for key in keys:
             shape = key[1]
             if benchmark == "multi_query":
@@ -68,7 +80,7 @@ def tables(document: dict) -> str:
                 ratio = (lambda ref: f"{t / ref:.2f}" if ref else "-")
                 share = f"{100 * gbps / copy:.1f}" if copy else "-"
                 lines.append(f"| {label} | {e['kernel']}[{e['arm']}] | {t * 1e3:.4g} | {gbps:,.0f} | "
-                             f"{share} | {ratio(mlx_ref)} | {ratio(torch_ref)} |")
+                             f"{share} |{_kernel_cells(e) if kernel else ''} {ratio(mlx_ref)} | {ratio(torch_ref)} |")
         lines.append("")
     return "\n".join(lines)
 

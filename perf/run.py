@@ -2,8 +2,9 @@
 
     python -m perf.run [--suite auto|cpu|gpu|h200] [--rounds R] [--device cpu|gpu] [--protocol eval|pipelined]
                        [--inputs distinct|shared] [--results PATH [--fresh]] [--save RUN.json]
-                       [--calibration CAL.json] [--torch]
-    python -m perf.run --gate --results reports/out/results.jsonl [--baseline FILE]
+                       [--calibration CAL.json] [--torch] [--kernel-time | --no-kernel-time] [--kernel-calls N]
+                       [--figure call|kernel]
+    python -m perf.run --gate --results reports/out/results.jsonl [--baseline FILE] [--figure call|kernel]
 
 * Suites (grids in ``perf/shapes.py``): ``cpu`` (few small shapes, the graph
   arm; a smoke check), ``gpu`` (the full grid, compiled arms), ``h200`` (the
@@ -23,6 +24,20 @@
   (``--fresh``: to a new file that starts with an environment record, so
   ``python -m reports.summary DIR`` can render it). Exit status 1 when a case
   regressed, 0 otherwise (2 for bad arguments).
+* Kernel time (``perf.kernel_time``): after a case's call time, ``--kernel-calls`` (default 20) calls of it
+  are each traced alone with torch.profiler (CUPTI) and the device durations of their kernels summed per
+  call: the perf record's ``kernel_*`` fields beside the call figure, and ``kernel_samples_s`` in ``--save``'s
+  document. Default: measured where ``perf.kernel_time.availability()`` says it can be (MLX's CUDA backend,
+  torch with CUDA profiling), and where it cannot the run says why at its start and every record carries
+  ``kernel_status: "unavailable"`` with the reason; ``--kernel-time`` makes it required (unavailable: exit
+  status 2), ``--no-kernel-time`` leaves it out (``kernel_status: "off"``). A case whose traced calls fail
+  (no kernels recorded, calls launching different kernels) keeps its call figure and records
+  ``kernel_status: "error"`` with the message naming the case. Call time stays recorded as before; in eval8
+  its floor is MLX's per-launch host cost (perf/RESULTS.md's bounds), so it is not a kernel's target.
+* ``--figure call|kernel``: the figure the regression gate judges, for every case; default: the baseline's
+  choice per case (``perf.baseline.figure_of``: an entry's ``figure``, ``settings.figure``, else ``call``).
+  The record's ``figure`` says which was judged. A case whose figure is ``kernel`` but has no kernel samples
+  (here or in the baseline) is not judged: the run lists it, and ``--gate`` exits 2.
 * ``--gate`` (``make gate``): when this device key has a baseline, rerun exactly
   its cases (same suite, rounds and warm-up) and append their records to the
   gate's results, where a ``regressed: true`` record fails the verdict; without a
@@ -75,11 +90,12 @@ from pathlib import Path
 import mlx.core as mx
 
 from impl import arms as arm_registry
+from perf import kernel_time as kernel_timing
 from perf import shapes
 from perf.bandwidth import CopyBandwidth, copy_bandwidth
-from perf.baseline import SCHEMA, device_key, load_baseline, validate_baseline
+from perf.baseline import FIGURES, SCHEMA, device_key, figure_of, has_figure, load_baseline, validate_baseline
 from perf.cases import Group, argmax_group, kvq4_group, multi_query_group, paged_group
-from perf.harness import PROTOCOLS, Measurement, Pipelined, batched, perf_record, time_call
+from perf.harness import PROTOCOLS, Measurement, Pipelined, batched, check_count, perf_record, time_call
 from perf.regression import ALPHA, MIN_EFFECT, judge
 from reports.recorder import append_record, reset
 
@@ -143,6 +159,9 @@ class RunResult:
     skipped: dict[str, str] = field(default_factory=dict)  # case id -> why it did not run
     calibration: dict[str, dict] = field(default_factory=dict)
     records: list[dict] = field(default_factory=list)
+    kernel_calls: int | None = None  # traced calls per case where kernel time was measured, else None
+    kernel_errors: dict[str, str] = field(default_factory=dict)  # case id -> why its kernel time failed
+    unjudged: dict[str, str] = field(default_factory=dict)  # baseline case id -> why its figure was not judged
 
     def document(self) -> dict:
         """This run as a baseline document (``perf/baseline.py``); torch references left out."""
@@ -153,7 +172,9 @@ class RunResult:
             "environment": _environment_fields(),
             "copy_bandwidth": self.copy.as_dict(),
             "settings": {"suite": self.suite, "rounds": self.rounds, "warmup": self.warmup, "batch": self.batch,
-                         "protocol": self.protocol, "inputs": self.inputs},
+                         "protocol": self.protocol, "inputs": self.inputs,
+                         **({"kernel_calls": self.kernel_calls, "kernel_warmup": kernel_timing.KERNEL_WARMUP}
+                            if self.kernel_calls is not None else {})},
             "benchmarks": {m.case.id: m.as_dict() for m in self.measurements if m.case.arm != "torch"},
             "references": {m.case.id: m.as_dict() for m in self.measurements if m.case.arm == "torch"},
             "skipped": dict(self.skipped),
@@ -212,10 +233,14 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
               torch: bool = False, only: set[str] | None = None, baseline: dict | None | bool = True,
               results: Path | None = None, save: Path | None = None, calibration: Path | None = None,
               alpha: float = ALPHA, min_effect: float = MIN_EFFECT, copy: CopyBandwidth | None = None,
-              log=print) -> RunResult:
+              kernel_time: bool | None = None, kernel_calls: int = kernel_timing.KERNEL_CALLS,
+              figure: str | None = None, log=print) -> RunResult:
     """Run ``suite`` (module docstring); ``baseline=True`` loads this device's, False/None compares with none,
     a dict is used as the baseline. ``only``: run just these case ids. ``copy``: a copy bandwidth measured
-    earlier (default: measure it now). ``inputs``: ``INPUTS`` (module docstring)."""
+    earlier (default: measure it now). ``inputs``: ``INPUTS`` (module docstring). ``kernel_time``: None
+    measures it where available, True requires it (ValueError naming why not), False leaves it out;
+    ``kernel_calls`` traced calls per case. ``figure``: what the gate judges (``perf.baseline.FIGURES``; None:
+    the baseline's choice per case)."""
     if device is not None:
         arm_registry.use_device(device)
     resolved = resolve_suite(suite)
@@ -230,6 +255,25 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
     inputs = effective_inputs(inputs, batch)
     if protocol == "pipelined" and calibration is not None:
         raise ValueError("calibration samples are taken with protocol 'eval' (the gate's)")
+    if kernel_time is not None and not isinstance(kernel_time, bool):
+        raise TypeError(f"kernel_time must be None, True or False, got {kernel_time!r}")
+    kernel_calls = check_count("kernel_calls", kernel_calls, 1)
+    if figure is not None and figure not in FIGURES:
+        raise ValueError(f"figure must be None or one of {FIGURES}, got {figure!r}")
+    if figure == "kernel" and kernel_time is False:
+        raise ValueError("figure 'kernel' judges kernel time, which kernel_time=False leaves out")
+    available = kernel_timing.availability() if kernel_time is not False else None
+    if available is not None and not available.available and (kernel_time or figure == "kernel"):
+        raise ValueError(f"kernel time was asked for ({'figure kernel' if figure == 'kernel' else 'kernel_time'}) "
+                         f"but is {available.describe()}")
+    measure_kernels = available is not None and available.available
+    if measure_kernels:
+        kernel_off = None
+        kernel_text = f"{available.describe()}, {kernel_calls} calls per case"
+    elif available is None:
+        kernel_off, kernel_text = ("off", None), "off (--no-kernel-time)"
+    else:
+        kernel_off, kernel_text = ("unavailable", available.reason), available.describe()
     key = device_key()
     stored = load_baseline(key) if baseline is True else (baseline or None)
     check_comparable(stored, batch, protocol, inputs)
@@ -237,8 +281,9 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
     log(f"perf: device key {key}, suite {resolved}, {rounds} rounds of {batch} call(s) after {warmup} warm-up "
         f"(protocol {protocol}, inputs {inputs}); "
         f"copy bandwidth {copy.gbps:.1f} GB/s ({copy.method}); "
-        f"baseline: {'yes, %d cases' % len(stored['benchmarks']) if stored else 'none'}")
-    run = RunResult(resolved, key, copy, rounds, warmup, batch, protocol, inputs)
+        f"baseline: {'yes, %d cases' % len(stored['benchmarks']) if stored else 'none'}; kernel time: {kernel_text}")
+    run = RunResult(resolved, key, copy, rounds, warmup, batch, protocol, inputs,
+                    kernel_calls=kernel_calls if measure_kernels else None)
 
     def timed(launch, runtime, extra_s=0.0):
         if protocol == "eval":
@@ -264,19 +309,33 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
                 log(f"  skip {case.id}: {run.skipped[case.id]}")
                 continue
             built.append((case, call))
-            measurement = Measurement(case, tuple(samples))
+            kernel, kernel_status = None, kernel_off
+            if measure_kernels:
+                try:
+                    kernel = kernel_timing.measure(call, case_id=case.id, runtime=case.runtime, calls=kernel_calls,
+                                                   timer=available.timer)
+                except Exception as exc:  # the call figure stands; the record says why kernel time does not
+                    kernel_status = ("error", f"{type(exc).__name__}: {exc}"[:300])
+                    run.kernel_errors[case.id] = kernel_status[1]
+                    log(f"  kernel time of {case.id}: {kernel_status[1]}")
+            measurement = Measurement(case, tuple(samples), kernel)
             run.measurements.append(measurement)
-            verdict = judge(samples, stored, case.id, alpha=alpha, min_effect=min_effect)
+            verdict = _verdict(run, stored, measurement, kernel_status, figure, alpha, min_effect)
             sets = len(group.inputs())
             record = perf_record(measurement, copy_gbps=copy.gbps, device_key=key, verdict=verdict, batch=batch,
-                                 protocol=protocol, inputs=inputs, input_sets=sets)
+                                 protocol=protocol, inputs=inputs, input_sets=sets,
+                                 kernel_status=None if kernel_status is None else kernel_status[0],
+                                 kernel_reason=None if kernel_status is None else kernel_status[1])
             run.records.append(record)
             if results is not None:
                 append_record(record, results)
             log(f"  {case.id}: {measurement.median_s * 1e3:.4g} ms (IQR {measurement.iqr_s * 1e3:.2g}), "
                 f"{measurement.gbps:.1f} GB/s = {record['pct_copy_bw']:.1f}% of copy"
                 + (f" ({sets} input sets: the memory budget)" if inputs == "distinct" and sets < batch else "")
-                + (f"; {verdict.describe()}" if verdict else ""))
+                + (f"; kernel {kernel.median_s * 1e3:.4g} ms (IQR {kernel.iqr_s * 1e3:.2g}, {kernel.per_call} per "
+                   f"call), {record['kernel_gbps']:.1f} GB/s" if kernel is not None else "")
+                + (f"; {verdict.describe()}" if verdict else "")
+                + (f"; not judged: {run.unjudged[case.id]}" if case.id in run.unjudged else ""))
         if calibration is not None:
             for case, call in built:
                 a1 = next(m for m in run.measurements if m.case.id == case.id)
@@ -294,6 +353,28 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
         if save is not None:
             _write_json(save, run.document())
     return run
+
+
+def _verdict(run: RunResult, stored: dict | None, measurement: Measurement, kernel_status, figure: str | None,
+             alpha: float, min_effect: float):
+    """The gate's verdict on one measurement against ``stored``, on the figure ``figure_of`` chooses; None,
+    with the reason in ``run.unjudged``, when that figure cannot be judged (no kernel samples here or there)."""
+    case_id = measurement.case.id
+    entry = ((stored or {}).get("benchmarks") or {}).get(case_id)
+    if entry is None:
+        return None
+    chosen = figure_of(stored, case_id, figure)
+    if chosen == "kernel":
+        if measurement.kernel is None:
+            status, reason = kernel_status or ("off", None)
+            run.unjudged[case_id] = f"its figure is kernel time, {status} here" + (f" ({reason})" if reason else "")
+            return None
+        if not has_figure(entry, "kernel"):
+            run.unjudged[case_id] = "its figure is kernel time, and the baseline holds no kernel samples of it"
+            return None
+        return judge(measurement.kernel.samples_s, stored, case_id, figure="kernel", alpha=alpha,
+                     min_effect=min_effect)
+    return judge(measurement.samples_s, stored, case_id, figure="call", alpha=alpha, min_effect=min_effect)
 
 
 def _write_json(path: Path, document: dict) -> None:
@@ -326,17 +407,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gate", action="store_true", help="rerun the baseline's cases only; no baseline: no-op")
     parser.add_argument("--alpha", type=float, default=ALPHA)
     parser.add_argument("--min-effect", type=float, default=MIN_EFFECT)
+    parser.add_argument("--kernel-time", action=argparse.BooleanOptionalAction, default=None,
+                        help="record each case's kernel time (CUPTI through torch.profiler); default: where "
+                             "available, saying why not elsewhere")
+    parser.add_argument("--kernel-calls", type=int, default=None,
+                        help=f"traced calls per case for kernel time (default {kernel_timing.KERNEL_CALLS})")
+    parser.add_argument("--figure", choices=FIGURES, default=None,
+                        help="the figure the gate judges: call or kernel time (default: the baseline's per case)")
     args = parser.parse_args(argv)
-    for name, value, low in (("--rounds", args.rounds, 1), ("--batch", args.batch, 1), ("--warmup", args.warmup, 0)):
+    for name, value, low in (("--rounds", args.rounds, 1), ("--batch", args.batch, 1), ("--warmup", args.warmup, 0),
+                             ("--kernel-calls", args.kernel_calls, 1)):
         if value is not None and value < low:
             parser.error(f"{name} must be >= {low}, got {value}")
     if not 0 < args.alpha < 1:
         parser.error(f"--alpha must be a significance level in (0, 1), got {args.alpha}")
     if not 0 <= args.min_effect < float("inf"):
         parser.error(f"--min-effect must be a non-negative finite fraction, got {args.min_effect}")
+    if args.figure == "kernel" and args.kernel_time is False:
+        parser.error("--figure kernel judges kernel time, which --no-kernel-time leaves out")
     if args.device is not None:
         arm_registry.use_device(args.device)
     suite, rounds, warmup, batch, only = args.suite, args.rounds, args.warmup, args.batch, None
+    kernel_calls = args.kernel_calls
     protocol, inputs = args.protocol, args.inputs
     stored = True  # run_suite: this device key's committed baseline
     if args.baseline is not None:
@@ -362,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         batch = batch or settings.get("batch", 1)
         protocol = protocol or settings.get("protocol", "eval")
         inputs = inputs or settings.get("inputs", "shared")
+        kernel_calls = kernel_calls or settings.get("kernel_calls")
         only = set(stored["benchmarks"])
     if args.results is not None and args.fresh:
         reset(args.results)
@@ -370,14 +463,21 @@ def main(argv: list[str] | None = None) -> int:
         run = run_suite(suite, rounds=rounds, warmup=warmup, batch=batch, protocol=protocol or "eval",
                         inputs=inputs or "distinct", torch=args.torch, only=only,
                         baseline=None if args.no_baseline else stored, results=args.results, save=args.save,
-                        calibration=args.calibration, alpha=args.alpha, min_effect=args.min_effect)
+                        calibration=args.calibration, alpha=args.alpha, min_effect=args.min_effect,
+                        kernel_time=args.kernel_time, kernel_calls=kernel_calls or kernel_timing.KERNEL_CALLS,
+                        figure=args.figure)
     except (TypeError, ValueError) as exc:
         print(f"perf.run: {exc}", file=sys.stderr)
         return 2
     unjudged = [] if only is None else sorted(only - {m.case.id for m in run.measurements})
     for missing in unjudged:
         print(f"perf: baseline case {missing} did not run here ({run.skipped.get(missing, 'not in the suite')})")
-    print(f"perf: {len(run.measurements)} benchmarks, {len(run.skipped)} skipped, {len(run.regressed)} regressed")
+    for case_id, why in sorted(run.unjudged.items()):
+        print(f"perf: baseline case {case_id} was not judged: {why}")
+    if only is not None:
+        unjudged += sorted(run.unjudged)
+    print(f"perf: {len(run.measurements)} benchmarks, {len(run.skipped)} skipped, {len(run.regressed)} regressed"
+          + (f", {len(run.kernel_errors)} without kernel time (errors above)" if run.kernel_errors else ""))
     if unjudged:  # a gate that judged less than its baseline holds has not passed (a kernel that now raises)
         print(f"perf: the gate did not judge {len(unjudged)} of its baseline's {len(only)} cases", file=sys.stderr)
         return 2

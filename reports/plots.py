@@ -8,7 +8,8 @@
   measurements are blue, failing ones red; the marker says the arm.
   Non-finite measurements are drawn as red triangles above every finite value.
 * ``perf_plot(records)``: per benchmark, % of measured copy bandwidth and the
-  median's change against the baseline (red where the harness flagged a
+  median's change against the baseline, of the figure the gate judged (call or
+  kernel time: the record's ``figure``; red where the harness flagged a
   regression).
 
 Every function returns an ``<svg>`` element as a string, ready to inline: no
@@ -30,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
-from reports.results import number  # noqa: E402
+from reports.results import judged_median_s, number  # noqa: E402
 
 ARM_MARKERS = {"graph": "o", "metal": "s", "cuda": "D"}
 PASS_COLOR, FAIL_COLOR, THRESHOLD_COLOR = "#2563eb", "#dc2626", "#9ca3af"
@@ -185,7 +186,7 @@ def perf_plot(records: list[dict]) -> str:
     pct = [number(r.get("pct_copy_bw")) or 0.0 for r in records]
     changes = []
     for r in records:
-        base, median = number(r.get("baseline_median_s")), number(r.get("median_s"))
+        base, median = number(r.get("baseline_median_s")), judged_median_s(r)
         changes.append(100.0 * (median / base - 1.0) if base and median is not None else 0.0)
     colors = [FAIL_COLOR if r.get("regressed") else PASS_COLOR for r in records]
     height = 0.6 + 0.22 * len(records)
@@ -198,5 +199,5 @@ def perf_plot(records: list[dict]) -> str:
         left.set_xlabel("% of measured copy bandwidth")
         right.barh(ys, changes, color=colors)
         right.axvline(0, color="#374151", lw=0.8)
-        right.set_xlabel("median change vs baseline (%); red: regressed")
+        right.set_xlabel("judged median's change vs baseline (%); red: regressed")
         return to_svg(fig, "perf")

@@ -28,8 +28,8 @@ from markupsafe import Markup
 
 from reports import plots
 from reports.compare import usage
-from reports.results import (FAILED_OUTCOMES, catalog_mutants, falsified_tests, is_superseded, load_results, number,
-                             of_kind, upgrade)
+from reports.results import (FAILED_OUTCOMES, catalog_mutants, falsified_tests, is_superseded, judged_median_s,
+                             load_results, number, of_kind, upgrade)
 
 TEMPLATE = "template.html.j2"
 # The comparison lists at most this many moved measurements (largest moves first),
@@ -269,12 +269,29 @@ def timing_text(p: dict) -> str:
     return text
 
 
+def kernel_text(p: dict) -> tuple[str, str]:
+    """(cell, tooltip) of a perf record's kernel time (``perf.kernel_time``): the median in ms, else
+    ``not measured`` with why (``kernel_status``, ``kernel_reason``); the tooltip lists the kernels per call."""
+    median = number(p.get("kernel_median_s"))
+    if median is None:
+        status, reason = p.get("kernel_status"), p.get("kernel_reason")
+        why = {"off": "not asked for", "unavailable": "unavailable", "error": "failed"}.get(status, "not recorded")
+        return "not measured", why + (f": {reason}" if reason else "")
+    names = "; ".join(f"{name} x{count}" for name, count in p.get("kernel_names") or [])
+    return fmt(1e3 * median), (f"{p.get('kernels_per_call')} kernels per call, {p.get('kernel_calls')} calls, "
+                               f"{p.get('kernel_timer')}" + (f": {names}" if names else ""))
+
+
 def perf_rows(perf: list[dict]) -> list[dict]:
     rows = []
     for p in sorted(perf, key=lambda p: (not p.get("regressed"), str(p.get("benchmark")))):
-        base, median = number(p.get("baseline_median_s")), number(p.get("median_s"))
+        base, median, judged = number(p.get("baseline_median_s")), number(p.get("median_s")), judged_median_s(p)
+        kernel_ms, kernel_title = kernel_text(p)
         rows.append({**p, "label": plots.perf_label(p), "shape": shape_text(p.get("shape")),
-                     "change": f"{100.0 * (median / base - 1.0):+.1f}%" if base and median is not None else "",
+                     "change": f"{100.0 * (judged / base - 1.0):+.1f}%" if base and judged is not None else "",
+                     "kernel_ms": kernel_ms, "kernel_title": kernel_title,
+                     "kernel_gbps": fmt(p.get("kernel_gbps")) if number(p.get("kernel_gbps")) is not None else "",
+                     "judged": (p.get("figure") or "call") if base is not None else "",
                      "median_ms": fmt(1e3 * median) if median is not None else "",
                      "iqr_ms": fmt(1e3 * number(p.get("iqr_s"))) if number(p.get("iqr_s")) is not None else "",
                      "baseline_ms": fmt(1e3 * base) if base is not None else "",

@@ -45,6 +45,12 @@ def number(value: Any) -> float | None:
     return None
 
 
+def judged_median_s(record: dict) -> float | None:
+    """The median of the figure a perf record's verdict judged (``figure``: ``kernel`` -> ``kernel_median_s``,
+    else ``median_s``, the call time): what its ``baseline_median_s`` is the baseline's value of."""
+    return number(record.get("kernel_median_s" if record.get("figure") == "kernel" else "median_s"))
+
+
 def check_record(record: Any, where: str) -> dict:
     """``record`` if it is one the summary can count, else ValueError naming ``where`` (a file:line or an index):
     a JSON object of a known ``kind`` (an unknown kind would be dropped from every count, a failure with it),

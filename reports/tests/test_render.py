@@ -92,14 +92,28 @@ def test_findings_show_title_and_evidence(reports):
     assert '<th>input</th><td class="id">[1.0, 3.0, 3.0]</td>' in findings
 
 
+PERF_COLUMNS = ("benchmark", "kernel", "arm", "shape", "median (ms)", "IQR (ms)", "GB/s", "% copy BW",
+                "kernel time (ms)", "kernel GB/s", "baseline (ms)", "change", "judged", "p-value", "effect", "timed",
+                "regressed")
+
+
+def perf_cells(html: str) -> list[dict[str, str]]:
+    """The perf table's rows as {column header: cell text}, the headers read from the page."""
+    table = section(html, "perf")
+    headers = [unescape(re.sub(r"<[^>]+>", "", h)) for h in re.findall(r"<th\b[^>]*>(.*?)</th>", table)]
+    assert tuple(headers) == PERF_COLUMNS, headers
+    return [dict(zip(headers, row["cells"])) for row in table_rows(html, "perf-table")]
+
+
 def test_perf_mutants_and_property_failures(reports):
     html = reports["with_perf_and_mutants"]
     assert text_of(html, "verdict-word") == "FAIL"  # paged_prefill_b1 regressed
-    perf = table_rows(html, "perf-table")
-    assert perf[0]["cells"][0] == "paged_prefill_b1" and perf[0]["cells"][-1] == "REGRESSED"
-    assert perf[0]["cells"][9] == "+50.0%"  # 15 ms against a 10 ms baseline
-    assert perf[1]["cells"][12] == "eval, 8 calls per round, 8 input sets"  # how it was timed
-    assert perf[0]["cells"][12] == ""  # a record that does not say
+    perf = perf_cells(html)
+    assert perf[0]["benchmark"] == "paged_prefill_b1" and perf[0]["regressed"] == "REGRESSED"
+    assert perf[0]["change"] == "+50.0%" and perf[0]["judged"] == "call"  # 15 ms against a 10 ms baseline
+    assert perf[1]["timed"] == "eval, 8 calls per round, 8 input sets"  # how it was timed
+    assert perf[0]["timed"] == ""  # a record that does not say
+    assert perf[0]["kernel time (ms)"] == "not measured" and perf[0]["kernel GB/s"] == ""  # written before kernel time
     assert "<svg" in section(html, "perf")
     assert "1/2 killed (50.0%)" in section(html, "mutants")  # the left-out one is not in the score
     assert "1 left out: their code runs only on an arm this machine lacks" in section(html, "mutants")
@@ -294,3 +308,42 @@ def test_the_report_says_what_checked_the_metal_arm(checks, arms, shown):
     html = render.render(build_results(records))
     row = html[html.index('id="metal-arm"'):].split("</td>", 1)[0]
     assert shown in row
+
+
+def test_perf_shows_kernel_time_beside_call_time():
+    # A case judged on its kernel figure (regressed: 0.09 ms against 0.06), one whose kernel time was measured and
+    # its call figure judged, and one where kernel time could not be measured: "not measured", the reason in its
+    # tooltip.
+    judged = fixtures.perf_record("paged_decode", 1.0e-4, 6.0e-5, True, figure="kernel", kernel_status="measured",
+                                  kernel_median_s=9.0e-5, kernel_gbps=745.6, kernels_per_call=2, kernel_calls=20,
+                                  kernel_names=[["paged_partial", 1], ["paged_merge", 1]],
+                                  kernel_timer="cupti/torch.profiler 2.11.0+cu130")
+    called = fixtures.perf_record("dense_decode", 1.0e-4, 1.0e-4, False, figure="call", kernel_status="measured",
+                                  kernel_median_s=5.0e-5, kernel_gbps=1342.2, kernels_per_call=1, kernel_calls=20,
+                                  kernel_names=[["sdpa_vector", 1]], kernel_timer="cupti/torch.profiler 2.11.0+cu130")
+    why = "MLX's GPU backend here is 'cpu', not 'cuda'"
+    cpu = fixtures.perf_record("paged_prefill", 2.0e-3, None, False, kernel_status="unavailable", kernel_reason=why)
+    html = render.render(build_results([fixtures.environment(), judged, called, cpu]))
+    rows = {row["benchmark"]: row for row in perf_cells(html)}
+    assert rows["paged_decode"]["kernel time (ms)"] == "0.09" and rows["paged_decode"]["kernel GB/s"] == "745.6"
+    assert rows["paged_decode"]["change"] == "+50.0%"  # the judged figure, kernel time: 0.09 against 0.06 ms
+    assert rows["paged_decode"]["judged"] == "kernel" and rows["paged_decode"]["regressed"] == "REGRESSED"
+    assert rows["paged_decode"]["median (ms)"] == "0.1"  # call time stays in its own column
+    assert rows["dense_decode"]["change"] == "+0.0%" and rows["dense_decode"]["judged"] == "call"
+    assert rows["dense_decode"]["kernel time (ms)"] == "0.05"
+    assert rows["paged_prefill"]["kernel time (ms)"] == "not measured" and rows["paged_prefill"]["judged"] == ""
+    perf = unescape(section(html, "perf"))
+    assert f'title="unavailable: {why}"' in perf
+    assert "2 kernels per call, 20 calls, cupti/torch.profiler 2.11.0+cu130: paged_partial x1; paged_merge x1" in perf
+
+
+@pytest.mark.parametrize("record, cell, title", [
+    ({"kernel_status": "off"}, "not measured", "not asked for"),
+    ({"kernel_status": "error", "kernel_reason": "KernelTimeError: c: call 2 of 20 launched 3 kernels, call 1 2"},
+     "not measured", "failed: KernelTimeError: c: call 2 of 20 launched 3 kernels, call 1 2"),
+    ({}, "not measured", "not recorded"),  # a writer that does not measure kernel time
+    ({"kernel_median_s": 6.8e-5, "kernels_per_call": 1, "kernel_calls": 20, "kernel_timer": "t"}, "0.068",
+     "1 kernels per call, 20 calls, t"),
+])
+def test_kernel_time_cell_says_what_was_measured_or_why_not(record, cell, title):
+    assert render.kernel_text(record) == (cell, title)
