@@ -74,7 +74,7 @@ class BlockTable:
 
 
 def freeze(entries, *, name: str = "block_table") -> BlockTable:
-    """``entries`` as a ``BlockTable``: a BlockTable as is; a 1-D integer list or NumPy array converted
+    """``entries`` as a ``BlockTable``: a BlockTable as is; a 1-D integer list (no bools) or NumPy array converted
     once per distinct content (the conversion and its device copies are reused while the same entries
     come back: a caller that passes one list per layer pays one conversion and transfer per step);
     anything else converted (or refused) by ``BlockTable.of``."""
@@ -84,8 +84,9 @@ def freeze(entries, *, name: str = "block_table") -> BlockTable:
         host = None if isinstance(entries, mx.array) else np.asarray(entries)
     except (ValueError, TypeError, OverflowError):  # ragged nesting and the like: BlockTable.of names the argument
         host = None
-    if host is None or host.ndim != 1 or not np.issubdtype(host.dtype, np.integer):
-        return BlockTable.of(entries, name=name)
+    if (host is None or host.ndim != 1 or not np.issubdtype(host.dtype, np.integer)
+            or (not isinstance(entries, np.ndarray) and _holds_bools(entries))):
+        return BlockTable.of(entries, name=name)  # (NumPy makes [True, 1] ints: BlockTable.of refuses the bools)
     key = (host.dtype.str, host.tobytes())  # the dtype too: int64 2**32 + b has b's int32 bytes
     table = _FROZEN.get(key)
     if table is None:
@@ -99,6 +100,11 @@ def freeze(entries, *, name: str = "block_table") -> BlockTable:
 
 _FROZEN: OrderedDict = OrderedDict()  # recent conversions, least recently used first
 _FROZEN_SIZE = 16  # a few sequences' tables per decode step
+
+
+def _holds_bools(entries) -> bool:
+    """Whether the sequence ``entries`` holds a bool (or NumPy bool): each distinct type asked once, at C speed."""
+    return any(issubclass(kind, (bool, np.bool_)) for kind in set(map(type, entries)))
 
 
 def _host_ints(entries, name: str) -> np.ndarray:

@@ -69,8 +69,10 @@ def bidirectional_mask(L: int, window: int | None, bidir) -> mx.array:
             raise ValueError(f"bidir must be a bool array of shape ({L},): {error}") from None
     if bidir.shape != (L,):
         raise ValueError(f"bidir must have shape ({L},), got {tuple(bidir.shape)}")
-    if bidir.dtype != mx.bool_ and not (L == 0 and bidir.size == 0):  # mx.array([]) is float32
-        raise ValueError(f"bidir must be a bool array, got {bidir.dtype}")
+    if bidir.dtype != mx.bool_:
+        if L:  # (an empty bidir holds no value: mx.array([]) is float32, and MLX's & refuses floats)
+            raise ValueError(f"bidir must be a bool array, got {bidir.dtype}")
+        bidir = bidir.astype(mx.bool_)
     return create_causal_mask(L, 0, window) | (bidir[:, None] & bidir[None, :])
 
 

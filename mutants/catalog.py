@@ -779,6 +779,65 @@ CATALOG: tuple[Mutant, ...] = (
         (body(KVQ4_BODY, "s1 = metal::min(tEnd, s0 + sub);", "s1 = metal::min(N, s0 + sub);"),
          graph(KVQ4, "live = (within < block) & (token < n)", "live = token < n")),
         ("properties/test_kvq4_decode_props.py::test_matches_float64_oracle[{arm}-seed]",)),
+    # --- bugs that only realistic inputs show: maxima beyond exp's range, block sizes off powers of two, score
+    # levels a max must not assume (the parity modules' "inputs realistic kernel bugs need") --------------------
+    Mutant(
+        "paged_merge_rescales_to_the_first_partition",
+        "the merge takes partition 0's max as the common max: a later partition whose max lies more than 88.7 "
+        "above it (an outlier token) weighs exp(> 88.7) = inf",
+        "paged_attention",
+        (body(PAGED_MERGE, "maximum = max(maximum, parts[(row * count + part) * W + DV]);",
+              "maximum = max(maximum, parts[(row * count) * W + DV]);"),
+         graph(PAGED_GRAPH, "overall = maximum.max(axis=-1, keepdims=True)", "overall = maximum[..., :1]")),
+        ("parity/test_paged_attention.py::test_partition_maxima_beyond_exp_range[{arm}-float32-Hq8-Hkv2-Dk128-Dv128-"
+         "bs16-len1000-n2-late]",)),
+    Mutant(
+        "multi_query_merge_rescales_to_the_first_slice",
+        "the merge's slices combine against slice 0's max (the graph arm: split 0's), not the largest: a split of "
+        "another slice whose max lies more than 88.7 above it weighs inf",
+        "multi_query",
+        (body(MULTI_MERGE, "gtop = metal::max(gtop, tops[i]);", "gtop = metal::max(gtop, tops[0]);"),
+         graph(MULTI_GRAPH, "top = m.max(axis=1, keepdims=True)", "top = m[:, :1]")),
+        ("parity/test_multi_query.py::test_split_maxima_beyond_exp_range[{arm}-float32-H8-KVH2-L4-N1500-D64-slice-"
+         "late]",)),
+    Mutant(
+        "kvq4_combine_rescales_to_the_first_sub_chunk",
+        "the sub-chunks combine against sub-chunk 0's max (the graph arm: the first partial's), not the largest: "
+        "an outlier more than 88.7 above it weighs inf",
+        "kvq4_decode",
+        (body(KVQ4_BODY, "gmax = metal::max(gmax, msh[s * (uint)REP + h]);",
+              "gmax = metal::max(gmax, msh[h]);"),
+         graph(KVQ4, "top = m.max(axis=axis, keepdims=True)", "top = mx.take(m, mx.array([0]), axis=axis)")),
+        ("parity/test_kvq4_decode.py::test_block_maxima_beyond_exp_range[{arm}-seed-float32-H8-KVH1-N1203-block512-"
+         "slice-late]",)),
+    Mutant(
+        "paged_slot_from_a_power_of_two_mask",
+        "a token's slot in its block is t & (BS - 1), right only when the block size is a power of two (the pool "
+        "takes any)",
+        "paged_attention",
+        (body(PAGED_PARTIAL, "(block[k] * HK + hk) * BS + t % BS;", "(block[k] * HK + hk) * BS + (t & (BS - 1));"),
+         graph(PAGED_GRAPH, "physical, slot = table[live // bs], live % bs",
+               "physical, slot = table[live // bs], live & (bs - 1)")),
+        ("parity/test_paged_attention.py::test_block_sizes_off_powers_of_two[{arm}-float32-Hq8-Hkv2-Dk64-Dv64-bs24-"
+         "len300-n4]",)),
+    Mutant(
+        "paged_running_max_starts_at_zero",
+        "the online softmax's running max starts at 0, not -inf: when every score is far below 0, every "
+        "exp(s - 0) is 0 and the output 0 / 0",
+        "paged_attention",
+        (body(PAGED_PARTIAL, "m[i] = -INFINITY; l[i] = 0.0f;", "m[i] = 0.0f; l[i] = 0.0f;"),
+         graph(PAGED_GRAPH, "maximum = scores.max(axis=-1)  #", "maximum = mx.maximum(scores.max(axis=-1), 0.0)  #")),
+        ("parity/test_paged_attention.py::test_no_score_above_zero[{arm}-float32-Hq8-Hkv2-Dk128-Dv128-bs16-len300-n2-"
+         "floor]",)),
+    Mutant(
+        "kvq4_combine_skips_a_max_of_zero",
+        "the sub-chunk combine skips a partial whose max is 0 (it means to skip the -inf of no visible token): "
+        "when every score is 0, every partial is dropped and the output is 0 / 0",
+        "kvq4_decode",
+        (body(KVQ4_BODY, "      if (ms == -INFINITY) continue;\n      const float w = metal::exp(ms - gmax);",
+              "      if (ms == 0.0f) continue;\n      const float w = metal::exp(ms - gmax);"),
+         graph(KVQ4, "w = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "w = mx.where(m == 0.0, 0.0, mx.exp(m - top))")),
+        ("parity/test_kvq4_decode.py::test_no_score_above_zero[{arm}-seed-float32-H8-KVH1-N1203-block512-slice-zero]",)),
 )
 
 

@@ -135,10 +135,7 @@ def test_direct_path_reads_the_snapshot_the_view_took(gate, arm, spec, n):
                    what="view.attend direct path vs paged_attention on the snapshotted pool")
 
 
-@pytest.mark.parametrize("window", [None, 5])
-@pytest.mark.parametrize("spec", SPECS[:2] + SPECS[3:4], ids=lambda s: s.id)
-def test_rows_view_cuts_a_batched_mask_to_each_row(gate, spec, window):
-    lengths = [9, 20, 14]
+def rows_of(spec: KvSpec, lengths: list[int]) -> PagedKvRows:
     rows = PagedKvRows(8, 4, quantization=spec.quantization)
     caches = []
     for b, n in enumerate(lengths):
@@ -146,6 +143,14 @@ def test_rows_view_cuts_a_batched_mask_to_each_row(gate, spec, window):
         cache.append(*random_kv(b, spec, n))
         caches.append(cache)
     rows.merge_rows(caches)
+    return rows
+
+
+@pytest.mark.parametrize("lengths", [[9, 20, 14], [9, 20]], ids=["3rows", "2rows"])
+@pytest.mark.parametrize("window", [None, 5])
+@pytest.mark.parametrize("spec", SPECS[:2] + SPECS[3:4], ids=lambda s: s.id)
+def test_rows_view_cuts_a_batched_mask_to_each_row(gate, spec, window, lengths):
+    rows = rows_of(spec, lengths)
     n = 3
     mask = batched_decode_mask(rows.batch_size, n, rows.offset + n, rows.left_pad, window)
     view = rows.append_and_fetch(*random_kv(50, spec, n, rows.batch_size))
@@ -154,8 +159,27 @@ def test_rows_view_cuts_a_batched_mask_to_each_row(gate, spec, window):
     want = mx.concatenate([
         row.attend(q[b:b + 1], SCALE, create_causal_mask(n, row.length - n, window))
         for b, row in enumerate(view.rows)])
-    gate.bit_exact(got, want, kernel=KERNEL, case=f"{spec.id}-w{window}",
+    gate.bit_exact(got, want, kernel=KERNEL, case=f"{spec.id}-w{window}-{len(lengths)}rows",
                    what="batched mask cut to each row vs the row's own causal mask")
+
+
+@pytest.mark.parametrize("shape", ["4d", "2d"])
+def test_rows_view_gives_a_mask_of_batch_one_to_every_row(gate, shape):
+    """A mask of batch 1 ([1, 1, n, total] or [n, total]) is every row's: each gets its columns past its left
+    padding (its batch slice would be empty for every row but the first)."""
+    spec = SPECS[1]
+    rows = rows_of(spec, [9, 20])
+    n = 3
+    total = rows.offset + n
+    shared = (mx.arange(total)[None, :] % 3 != 1) | (mx.arange(n)[:, None] == 0)  # some keys hidden from rows 1, 2
+    mask = shared[None, None] if shape == "4d" else shared
+    view = rows.append_and_fetch(*random_kv(52, spec, n, rows.batch_size))
+    q = random_kv(53, KvSpec(QUERY_HEADS, spec.head_dim, spec.head_dim, spec.dtype_name), n, rows.batch_size)[0]
+    got = view.attend(q, SCALE, mask)
+    want = mx.concatenate([row.attend(q[b:b + 1], SCALE, shared[:, view.left_pad[b]:])
+                           for b, row in enumerate(view.rows)])
+    gate.bit_exact(got, want, kernel=KERNEL, case=f"{spec.id}-shared-{shape}",
+                   what="a batch-1 mask cut to each row's own keys vs the row attending that cut")
 
 
 def test_rows_view_with_causal_string_attends_each_row_bottom_right():

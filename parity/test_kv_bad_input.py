@@ -17,7 +17,7 @@ import pytest
 from impl.kv import (BlockPool, KVCache, PagedKVCache, PagedKvRows, PoolExhausted, Quantization, gather_blocks,
                      gather_planes, merge_kv_rows, next_pool_size, pool_blocks_for)
 from impl.kv.view import PagedAttentionView
-from properties.strategies.kv import KvSpec, host_bytes, random_kv
+from properties.strategies.kv import KvSpec, assert_bytes, host_bytes, random_kv
 
 SPEC = KvSpec(2, 32, 32, "float16")
 QSPEC = KvSpec(2, 64, 64, "bfloat16", Quantization(4, 32))
@@ -48,9 +48,9 @@ def pool() -> BlockPool:
     return p
 
 
-def dense() -> KVCache:
+def dense(batch: int = 1) -> KVCache:
     cache = KVCache()
-    cache.update_and_fetch(*kv(5))
+    cache.update_and_fetch(*kv(5, batch=batch))
     return cache
 
 
@@ -82,8 +82,18 @@ CASES = [
     ("dtype", paged, lambda c: c.append(*kv(dtype=mx.float32)), ValueError, "dtype"),
     ("k/v dtype", paged, lambda c: c.append(kv()[0], kv(dtype=mx.bfloat16)[1]), ValueError, "values dtype"),
     ("k/v tokens", paged, lambda c: c.append(kv(3)[0], kv(2)[1]), ValueError, "values shape"),
+    ("v more tokens than k", paged, lambda c: c.append(kv(2)[0], kv(3)[1]), ValueError, "values shape"),
+    ("v more heads than k", paged, lambda c: c.append(kv(heads=1)[0], kv(heads=2)[1]), ValueError, "values shape"),
     ("batch", paged, lambda c: c.append(*kv(batch=2)), ValueError, "batch"),
     ("rank", paged, lambda c: c.append(kv()[0][0], kv()[1][0]), ValueError, "keys"),
+    ("keys rank 5", paged, lambda c: c.append(kv()[0][None], kv()[1]), ValueError, r"keys must be \[batch"),
+    ("values rank 5", paged, lambda c: c.append(kv()[0], kv()[1][None]), ValueError, r"values must be \[batch"),
+    ("values rank 3", paged, lambda c: c.append(kv()[0], kv()[1][0]), ValueError, r"values must be \[batch"),
+    # smaller as well as larger: an append of narrower rows must not be padded into the pool
+    ("head dim smaller", paged, lambda c: c.append(*kv(dim=16)), ValueError, "head_dim 16 differs"),
+    ("v head dim smaller", paged, lambda c: c.append(*kv(vdim=16)), ValueError, "values head dim 16 differs"),
+    ("values head dim 0", paged, lambda c: c.append(kv(dim=8)[0], mx.zeros((1, 2, 3, 0), mx.float16)), ValueError,
+     "got keys 8, values 0"),
     ("not an array", paged, lambda c: c.append([[1.0]], kv()[1]), TypeError, "keys"),
     ("head dim, quantized", lambda: paged(QSPEC), lambda c: c.append(*kv(dim=32, dtype=mx.bfloat16)), ValueError,
      "head_dim"),
@@ -96,6 +106,15 @@ CASES = [
     ("dense trim beyond offset", dense, lambda c: c.trim(6), ValueError, "tokens"),
     ("dense head count", dense, lambda c: c.update_and_fetch(*kv(heads=1)), ValueError, "kv heads"),
     ("dense dtype", dense, lambda c: c.update_and_fetch(*kv(dtype=mx.bfloat16)), ValueError, "dtype"),
+    ("dense batch", dense, lambda c: c.update_and_fetch(*kv(batch=2)), ValueError, "keys has batch 2, the cache holds 1"),
+    ("dense smaller batch", lambda: dense(batch=2), lambda c: c.update_and_fetch(*kv()), ValueError,
+     "keys has batch 1, the cache holds 2"),
+    ("keys head dim 0", lambda: PagedKVCache(8, BLOCK), lambda c: c.append(mx.zeros((1, 2, 3, 0), mx.float16), kv()[1]),
+     ValueError, "head dims must be >= 1, got keys 0, values 32"),
+    ("dense keys head dim 0", KVCache, lambda c: c.update_and_fetch(mx.zeros((1, 2, 3, 0), mx.float16), kv()[1]),
+     ValueError, "head dims must be >= 1, got keys 0"),
+    ("dense keys rank 5", dense, lambda c: c.update_and_fetch(kv()[0][None], kv()[1]), ValueError,
+     r"keys must be \[batch"),
     # PagedKvRows
     ("filter out of range", rows, lambda r: r.filter_rows([0, 2]), ValueError, "keep"),
     ("filter negative", rows, lambda r: r.filter_rows([-1]), ValueError, "keep"),
@@ -113,6 +132,9 @@ CASES = [
     ("rows trim beyond shortest", rows, lambda r: r.trim(4), ValueError, "tokens"),
     ("one row exhausted", exhausted_rows, lambda r: r.append(*kv(2, batch=2)), PoolExhausted, "max_blocks=2"),
     ("rows tokens for mask", rows, lambda r: r.make_mask(0), ValueError, "tokens"),
+    ("rows window 0", rows, lambda r: r.make_mask(1, 0), ValueError, "window must be >= 1, got 0"),
+    ("rows window negative", rows, lambda r: r.make_mask(1, -1), ValueError, "window must be >= 1, got -1"),
+    ("rows window float", rows, lambda r: r.make_mask(1, 2.0), TypeError, "window"),
     # BlockPool
     ("write a free block", pool, lambda p: p.write_block(2, *kv(1), 0), ValueError, "phys"),
     ("write out of range", pool, lambda p: p.write_block(3, *kv(1), 0), ValueError, "phys"),
@@ -142,6 +164,12 @@ CASES = [
     ("is_free bool", pool, lambda p: p.is_free(True), TypeError, "block"),
     ("is_free float", pool, lambda p: p.is_free(1.0), TypeError, "block"),
     ("is_free past the pool", pool, lambda p: p.is_free(3), ValueError, "block"),
+    # -1 is no block (Python's last-item index): a write there would land outside the planes
+    ("is_free -1", pool, lambda p: p.is_free(-1), ValueError, "block must be >= 0"),
+    ("free -1", pool, lambda p: p.free(-1), ValueError, "block must be >= 0"),
+    ("write block -1", pool, lambda p: p.write_block(-1, *kv(1), 0), ValueError, "phys must be >= 0"),
+    ("view array table past the pool", pool, lambda p: PagedAttentionView.of(p, mx.array([0, 7]), 4, False),
+     ValueError, "table entry 7"),
     ("view of a non-pool", pool, lambda p: PagedAttentionView.of(None, [0], 0, False), TypeError, "pool"),
     ("view table None", pool, lambda p: PagedAttentionView.of(p, None, 0, False), TypeError, "table"),
     ("merge other kv heads", rows, lambda r: r.merge_rows([r, paged(KvSpec(1, 32, 32, "float16"))]), ValueError,
@@ -183,6 +211,7 @@ CONSTRUCTORS = [
     ("pool dtype", lambda: BlockPool(2, 4, 1, 32, dtype=mx.int32), ValueError, "dtype"),
     ("pool dtype None", lambda: BlockPool(2, 4, 1, 32, dtype=None), ValueError, "dtype"),
     ("max_blocks below capacity", lambda: PagedKVCache(64, 4, max_blocks=8), ValueError, "max_blocks"),
+    ("max_blocks 0", lambda: PagedKVCache(0, 4, max_blocks=0), ValueError, "max_blocks must be >= 1"),
 ]
 
 
@@ -247,6 +276,9 @@ ATTEND_CASES = [
     ("q without heads", dict(q=mx.zeros((1, 0, 1, 32), mx.float16)), ValueError, "q has 0 heads"),
     ("causal without queries", dict(q=mx.zeros((1, 4, 0, 32), mx.float16), mask="causal"), ValueError, "n=0"),
     ("causal past the keys", dict(q=mx.zeros((1, 4, 7, 32), mx.float16), mask="causal"), ValueError, "length=6"),
+    # 5-D: a q or mask of one more leading axis is no [1, Hq, n, D] / [B, Hq, n, keys] (SDPA would broadcast it)
+    ("q 5-d", dict(q=mx.zeros((1, 4, 1, 32, 32), mx.float16)), ValueError, r"q must be \[1, Hq, n, 32\]"),
+    ("mask 5-d", dict(mask=mx.ones((1, 1, 1, 1, 6), dtype=mx.bool_)), ValueError, "does not broadcast"),
 ]
 
 
@@ -272,6 +304,14 @@ def test_rows_attend_refuses_a_mask_of_another_batch():
     view = rows().append_and_fetch(*kv(1, batch=2))
     with pytest.raises(ValueError, match="mask"):
         view.attend(mx.zeros((2, 4, 2, 32), mx.float16), 0.1, mx.ones((3, 1, 2, 7), dtype=mx.bool_))
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 1, 32), (1, 4, 1, 32), (2, 4, 32), (2, 4, 1, 32, 1)],
+                         ids=["more rows", "fewer rows", "3-D", "5-D"])
+def test_rows_attend_refuses_q_of_another_shape(shape):
+    view = rows().append_and_fetch(*kv(1, batch=2))
+    with pytest.raises(ValueError, match=r"q must be \[2, Hq, n, D\]"):
+        view.attend(mx.zeros(shape, mx.float16), 0.1)
 
 
 NUMPY_INTS = [np.int64, np.int32, np.uint16]
@@ -334,8 +374,16 @@ HELPERS = [
     ("gather_planes id past the pool", lambda: gather_planes(pool(), [0, 3]), ValueError, "table entries"),
     ("merge_kv_rows empty", lambda: merge_kv_rows([]), TypeError, "rows"),
     ("merge_kv_rows not pairs", lambda: merge_kv_rows([K4]), TypeError, r"rows\[0\]"),
+    ("merge_kv_rows a 1-tuple", lambda: merge_kv_rows([(K4,)]), TypeError, r"rows\[0\] must be a \(K, V\) pair"),
+    ("merge_kv_rows a 3-tuple", lambda: merge_kv_rows([(K4, K4, K4)]), TypeError, r"rows\[0\] must be a \(K, V\) pair"),
+    ("merge_kv_rows batch 0", lambda: merge_kv_rows([(K4[:0], K4[:0])]), ValueError, r"rows\[0\] K must be \[1, H"),
+    ("merge_kv_rows batch 2", lambda: merge_kv_rows([(mx.zeros((2, 2, 3, 4)),) * 2]), ValueError,
+     r"rows\[0\] K must be \[1, H"),
     ("merge_kv_rows K/V heads differ", lambda: merge_kv_rows([(K4, K4[:, :1])]), ValueError, r"rows\[0\]'s K and V"),
     ("merge_kv_rows K/V tokens differ", lambda: merge_kv_rows([(K4, K4[:, :, :2])]), ValueError, r"rows\[0\]'s K and V"),
+    ("merge_kv_rows V longer than K", lambda: merge_kv_rows([(K4[:, :, :2], K4)]), ValueError,
+     r"rows\[0\]'s K and V .* got \(1, 2, 2, 4\) and \(1, 2, 3, 4\)"),
+    ("merge_kv_rows V with more heads", lambda: merge_kv_rows([(K4[:, :1], K4)]), ValueError, r"rows\[0\]'s K and V"),
     ("merge_kv_rows dtypes differ", lambda: merge_kv_rows([(K4, K4), (K4.astype(mx.float16), K4)]), ValueError,
      r"rows\[1\] K"),
     ("merge_kv_rows 3-D", lambda: merge_kv_rows([(K4[0], K4[0])]), ValueError, r"rows\[0\] K"),
@@ -360,3 +408,96 @@ def test_helpers_take_what_they_documented():
     assert (next_pool_size(4), next_pool_size(4, 5), next_pool_size(np.int32(4), 4)) == (6, 5, 4)
     k, v = merge_kv_rows([(K4, K4), (K4[:, :, :1], K4[:, :, :1])])
     assert k.shape == v.shape == (2, 2, 3, 4)
+
+
+# What the caches take that the refusals above border on: one head, head dim 1, head dims past 256 (a latent-attention
+# cache stores keys of 576 and values of 512), more than 256 batch rows. (CPython keeps one object per int only up to
+# 256: a check comparing sizes by identity refused a second append of such a geometry.)
+EDGE_SPECS = [KvSpec(1, 1, 1, "float16"), KvSpec(1, 576, 512, "bfloat16")]
+
+
+@pytest.mark.parametrize("spec", EDGE_SPECS, ids=lambda s: f"D{s.head_dim}-Dv{s.v_head_dim}")
+@pytest.mark.parametrize("make", [KVCache, lambda: PagedKVCache(4, BLOCK), lambda: PagedKvRows(4, BLOCK)],
+                         ids=["dense", "paged", "rows"])
+def test_edge_geometries_are_stored_across_appends(make, spec):
+    cache = make()
+    if isinstance(cache, PagedKvRows):
+        cache.merge_rows([PagedKVCache(4, BLOCK)])
+    first, second = random_kv(1, spec, 3), random_kv(2, spec, 6)
+    cache.update_and_fetch(*first)
+    keys, values = cache.update_and_fetch(*second)
+    for got, part in ((keys, 0), (values, 1)):
+        assert_bytes(got, np.concatenate([host_bytes(first[part]), host_bytes(second[part])], axis=2),
+                     f"{'kv'[part]} after two appends")
+
+
+def test_more_than_256_rows_are_one_batch():
+    batch = 300
+    spec = KvSpec(1, 1, 1, "float16")
+    dense_cache = KVCache()
+    dense_cache.update_and_fetch(*random_kv(1, spec, 1, batch))
+    keys, _ = dense_cache.update_and_fetch(*random_kv(2, spec, 2, batch))
+    assert keys.shape == (batch, 1, 3, 1)
+    rows_cache = PagedKvRows(1, 1)
+    rows_cache.merge_rows([PagedKVCache(1, 1)] * batch)
+    rows_cache.filter_rows(list(range(batch - 1, -1, -1)))
+    assert rows_cache.batch_size == batch
+    keys, values = random_kv(3, spec, 1, batch)
+    view = rows_cache.append_and_fetch(keys, values)
+    got = view.attend(random_kv(4, spec, 1, batch)[0], 1.0)
+    assert_bytes(got, host_bytes(values), "each row's one key: its attention is its one value")
+
+
+def test_a_batch_without_rows_is_empty():
+    batch = PagedKvRows(8, BLOCK)
+    assert (batch.offset, batch.row_offsets, batch.left_pad, batch.batch_size) == (0, [], [], 0)
+    assert PagedKVCache(8, BLOCK).nbytes == 0 and batch.projected_bytes(5) == 0
+    assert (KVCache().signature, PagedKVCache(8, BLOCK).signature, batch.signature) == (
+        "kv:dense", "kv:paged", "kv:paged-rows")
+
+
+def test_an_append_that_fills_max_blocks_exactly_is_taken():
+    cache = PagedKVCache(2 * BLOCK, BLOCK, max_blocks=3)  # 2 blocks to start, room for 1 more
+    cache.append(*kv(BLOCK))  # 1 block used, 1 free, 1 the pool may still grow by: 2 blocks available
+    cache.append(*kv(2 * BLOCK))
+    assert (cache.offset, len(cache.block_table), cache.pool.num_blocks) == (3 * BLOCK, 3, 3)
+    before = snapshot(cache)
+    with pytest.raises(PoolExhausted, match="max_blocks=3"):
+        cache.append(*kv(1))
+    assert snapshot(cache) == before
+
+
+def test_one_query_head_over_one_kv_head_is_attended():
+    spec = KvSpec(1, 32, 32, "float16")
+    cache = PagedKVCache(8, BLOCK)
+    k, v = random_kv(5, spec, 6)
+    cache.append(k, v)
+    q = random_kv(6, spec, 2)[0]
+    got = cache.view().attend(q, 0.1, "causal")
+    want = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.1, mask="causal")
+    assert_bytes(got, host_bytes(want), "one query head, one kv head vs SDPA on the appended rows")
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["control", "direct"])
+def test_attend_takes_a_mask_per_query_head(direct):
+    """An array mask may differ per query head ([1, Hq, n, length], Hq = 4 here, n = 2): SDPA's own layout."""
+    cache = paged(direct=direct)
+    k, v = cache.fetch()
+    q = kv(2, heads=4)[0]
+    mask = (mx.arange(4 * 2 * 6).reshape(1, 4, 2, 6) % 5) != 2
+    got = cache.view().attend(q, 0.1, mask)
+    want = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.1, mask=mask)
+    assert_bytes(got, host_bytes(want), "a per-head mask vs SDPA on the cache's rows")
+
+
+def test_rows_attend_takes_a_batched_mask_per_query_head():
+    """The batch's mask [B, Hq, n, total] with Hq (4) other than B (2): each row gets its slice, its own keys."""
+    batch = rows()
+    view = batch.append_and_fetch(*kv(2, batch=2))
+    q = kv(2, heads=4, batch=2)[0]
+    total = batch.offset
+    mask = (mx.arange(2 * 4 * 2 * total).reshape(2, 4, 2, total) % 7) != 3
+    got = view.attend(q, 0.1, mask)
+    want = mx.concatenate([row.attend(q[b:b + 1], 0.1, mask[b:b + 1, :, :, view.left_pad[b]:])
+                           for b, row in enumerate(view.rows)])
+    assert_bytes(got, host_bytes(want), "a per-head batched mask cut to each row")

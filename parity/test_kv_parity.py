@@ -48,6 +48,36 @@ def schedules(draw, dtype: str | None = None, quantized: bool = False):
     return spec, block_size, schedule, capacity, draw(st.integers(0, 2**31), label="seed")
 
 
+def test_dense_cache_grows_before_it_writes():
+    """The dense control's offset and buffer (``STEP`` = 256 rows a step) before anything is read: a buffer that
+    did not grow would take a write past its end (MLX's slice_update does not check), which no read-back can
+    be trusted to show. (Run first: the gates below read such a buffer back.)"""
+    spec = KvSpec(1, 8, 8, "float16")
+    cache = KVCache()
+    capacities = []
+    for step, tokens in enumerate([5, 251, 1, 256, 300]):
+        cache.update_and_fetch(*random_kv(step, spec, tokens))
+        capacities.append((cache.offset, cache.keys.shape[2], cache.values.shape[2]))
+    # 5 -> one step; 256 fill it exactly; one more -> a second step; 256 more do not fit (257 + 256 > 512): a
+    # step holding them (256) after the 257 rows; 300 more: two steps (512) after the 513
+    assert capacities == [(5, 256, 256), (256, 256, 256), (257, 512, 512), (513, 513, 513), (813, 1025, 1025)]
+
+
+@pytest.mark.parametrize("max_blocks", [1, 3])
+def test_paged_cache_takes_the_blocks_it_needs(max_blocks):
+    """A bounded paged cache's table and pool before anything is read: one block per ``block_size`` tokens, a
+    pool grown only as far as they need (an allocation loop that ran past them stops at ``max_blocks`` here, where
+    an unbounded pool would grow without end). (Run first, as the dense test above.)"""
+    spec = KvSpec(1, 8, 8, "float16")
+    cache = PagedKVCache(0, 4, max_blocks=max_blocks)  # one block to start (at least one)
+    for step, tokens in enumerate([3, 1]):  # 4 tokens: the one block, full
+        cache.append(*random_kv(step, spec, tokens))
+    assert (cache.offset, cache.block_table, cache.pool.num_blocks, cache.pool.free_blocks) == (4, (0,), 1, 0)
+    if max_blocks > 1:
+        cache.append(*random_kv(2, spec, 5))  # 9 tokens: 3 blocks, the pool grown 1 -> 2 -> 3
+        assert (cache.offset, cache.block_table, cache.pool.num_blocks, cache.pool.free_blocks) == (9, (0, 1, 2), 3, 0)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @GATED
 @given(data=st.data())

@@ -19,6 +19,9 @@ block, sub-chunk remainders, a long cache, views of a larger cache):
 whose blocks' (sub-chunks', SIMD groups') maxima lie more than float32 exp's
 range apart, both bodies, the error-ratio gate above: a combine or merge that
 rescales against any max but the largest of them overflows (NaN).
+``test_no_score_above_zero``: every score far below zero, or exactly zero, both
+bodies, the same gate: a max that starts at 0, or a "no visible token" test
+against 0, gives 0 / 0.
 
 And one MLX fact the graph arm is built around, recorded as a finding: the
 precision of a float32 matmul on the current device (MLX's CUDA backend runs
@@ -35,8 +38,9 @@ import pytest
 
 from impl.kvq4_decode import BODIES, KV4_DECODE_BLOCK, SUB, THREADGROUP_MEMORY, kvq4_decode, threadgroup_bytes
 from impl.recent_calls import RecentCalls
-from properties.strategies import (EXP_OVERFLOW, PEAK_HIGH, PEAK_LOW, build_kvq4_case, decode_error_floor,
-                                   hoeffding_kl_limit, kvq4_oracles, lm_head, peak_gap, segment_score_maxima)
+from properties.strategies import (EXP_OVERFLOW, EXP_UNDERFLOW, PEAK_HIGH, PEAK_LOW, SCORE_LEVELS, build_kvq4_case,
+                                   decode_error_floor, hoeffding_kl_limit, kvq4_oracles, lm_head, peak_gap,
+                                   score_level_peaks, segment_score_maxima)
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
 from reference.attention import UNIT_ROUNDOFF
@@ -143,6 +147,32 @@ def test_block_maxima_beyond_exp_range(arm, gate, body, dtype, geometry, pattern
                      kernel=KERNEL, case=f"{case.id}-peaks-{pattern}")
 
 
+# Score levels a max must not assume (``score_level_peaks``: every token's key planted): "floor", every score in
+# -206 .. -200 (SCORE_FLOOR), where a running or combining max that starts at 0 instead of -inf (the online softmax,
+# the sub-chunk combine, the SIMD-group combine, the merge) makes every exp(s - 0) 0 in float32 and the output 0 / 0;
+# "zero", every score exactly 0 (every key 0: the output is the mean of V), where a combine that tests a partial's
+# max against 0 for "no visible token" skips every partial. Three blocks of PEAK_BLOCK tokens, both bodies.
+@pytest.mark.gate
+@pytest.mark.parametrize("level", SCORE_LEVELS)
+@pytest.mark.parametrize("geometry", PEAK_GEOMETRIES, ids=lambda g: geometry_id((*g[:3], PEAK_BLOCK, g[3])))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("body", BODIES)
+def test_no_score_above_zero(arm, gate, body, dtype, geometry, level):
+    h, kvh, n, layout = geometry
+    case = build_kvq4_case(np.random.default_rng(n), dtype=dtype, h=h, kvh=kvh, n=n, block=PEAK_BLOCK,
+                           layout=layout, peaks=score_level_peaks(n, level))
+    scores = segment_score_maxima(case.q, case.k32, scale=case.scale, segment=1)
+    top = float(np.max(scores[np.isfinite(scores)]))
+    # "floor": every weight exp(s - 0) must be 0 in float32 for a max that starts at 0 to show
+    assert top == 0.0 if level == "zero" else top < -EXP_UNDERFLOW, f"{level}: the largest score is {top}"
+    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=PEAK_BLOCK, body=body, arm=arm)
+    ref, base = kvq4_oracles(case)
+    floor, why = decode_error_floor(ref, dtype, case.q, case.k32, case.v32, scale=case.scale)
+    gate.error_ratio(out, ref, base, floor=floor,
+                     why=f"FlashAttention's rule (factor 2, naive T baseline on mx.dequantize's K/V); {why}",
+                     kernel=KERNEL, case=f"{case.id}-level-{level}")
+
+
 def test_float32_matmul_precision(gate):
     """float32 ``a @ b`` against float64, relative to sum_k |a_ik b_kj| (the scale a float32 sum can hold).
 
@@ -184,13 +214,17 @@ def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch, body):
 
     name, block = COMPILED_CALLS[body]
     asked = []  # the signatures kvq4_decode asks the cache for (a stand-in: nothing is traced or run)
+    received = []  # what each call hands the compiled function: q, then the key planes, then the value planes
     monkeypatch.setattr(kvq4, "resolve_arm", lambda arm: "cuda")
     monkeypatch.setattr(kvq4, "_RECENT", RecentCalls(16))  # a fresh memo of validated calls, restored by undo()
     monkeypatch.setattr(kvq4, name, lambda arm, scale, block, signature: (
-        asked.append(signature) or (lambda *inputs: None)))
+        asked.append(signature) or (lambda *inputs: received.append(inputs))))
     for n in (100, 100, 101):  # two layers of one step, then the next step
         case = build_kvq4_case(np.random.default_rng(0), dtype="bfloat16", h=4, kvh=2, n=n)
-        kvq4.kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, body=body)
+        q = case.q_mx
+        kvq4.kvq4_decode(q, case.keys, case.values, scale=case.scale, body=body)
+        want = (q, *case.keys[:3], *case.values[:3])
+        assert len(received[-1]) == len(want) and all(a is b for a, b in zip(received[-1], want))
     # The step's second layer is a validated call already (impl.recent_calls): it asks nothing.
     assert len(asked) == 2 and asked[0] != asked[1]
     assert ((1, 2, 101, 32), mx.uint32) in asked[1]  # the packed keys' shape: N is in the key

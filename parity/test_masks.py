@@ -70,6 +70,19 @@ BAD_CALLS = [
     (lambda: masks.bidirectional_mask(2, None, "ab"), TypeError, "bidir"),
     (lambda: masks.bidirectional_mask(2, None, [[True], [False, True]]), ValueError, "bidir"),
     (lambda: masks.bidirectional_mask(2, None, [1, 0]), ValueError, "bidir"),
+    # NumPy arrays: only bool ones (or empty ones) are bools; an int or float array is refused like its mx.array
+    (lambda: masks.bidirectional_mask(2, None, np.array([1, 0])), ValueError, "bidir must be a bool array"),
+    (lambda: masks.bidirectional_mask(1, None, np.array([1.0])), ValueError, "bidir must be a bool array"),
+    (lambda: masks.bidirectional_mask(1, None, np.array([1], np.uint8)), ValueError, "bidir must be a bool array"),
+    (lambda: masks.batched_decode_mask(1, 1, 4, [-1], None), ValueError, "left_pad entry must be >= 0"),
+    (lambda: masks.batched_decode_mask(2, 1, 4, "ab", None), ValueError, "left_pad must hold 2 ints"),
+    (lambda: masks.batched_decode_mask(1, 1, 4, 0, None), ValueError, "left_pad must hold 1 ints"),
+    (lambda: masks.batched_decode_mask(1, 1, 4, {0}, None), ValueError, "left_pad must hold 1 ints"),
+    (lambda: masks.cache_mask(1, 3, 0), ValueError, "window"),
+    (lambda: masks.bidirectional_mask(-1, None, []), ValueError, "L must be >= 0"),
+    (lambda: masks.batched_decode_mask(1, -1, 3, [0], None), ValueError, "tokens must be >= 0"),
+    (lambda: masks.batched_decode_mask(-1, 1, 3, [], None), ValueError, "batch must be >= 0"),
+    (lambda: masks.batched_decode_mask(1, 1, 4, [0], 0), ValueError, "window"),
 ]
 
 
@@ -94,8 +107,20 @@ def test_numpy_integers_give_the_python_ints_mask(call, plain, kind):
     assert got.dtype == expected.dtype and mx.array_equal(got, expected).item()
 
 
-def test_an_empty_bidir_list_is_an_empty_bool_mask():
-    assert masks.bidirectional_mask(0, None, []).shape == (0, 0)
+@pytest.mark.parametrize("bidir", [[], (), np.array([]), np.array([], np.int64), mx.array([]), mx.array([], mx.bool_)],
+                         ids=["list", "tuple", "numpy float", "numpy int", "mlx float", "mlx bool"])
+def test_an_empty_bidir_is_an_empty_bool_mask(bidir):
+    """L = 0: an empty bidir of any dtype (``mx.array([])`` and ``np.array([])`` are float) is the empty mask."""
+    mask = masks.bidirectional_mask(0, None, bidir)
+    assert mask.shape == (0, 0) and mask.dtype == mx.bool_
+
+
+def test_no_queries_or_no_rows_give_empty_masks():
+    """Zero queries or zero batch rows (batch and tokens are counts, minimum 0) are empty bool masks of that shape.
+    (The oracle takes tokens >= 1 only: no oracle comparison here, and an empty mask has no element to compare.)"""
+    for batch, tokens, total, pads in [(2, 0, 3, [0, 1]), (0, 1, 3, []), (1, 0, 0, [0])]:
+        assert check_bool(masks.batched_decode_mask(batch, tokens, total, pads, None)).shape == (batch, 1, tokens, total)
+    assert check_bool(masks.create_causal_mask(0, 4)).shape == (0, 4)
 
 
 @pytest.mark.parametrize("call, error, name", BAD_CALLS, ids=[f"{i}-{n}" for i, (_, _, n) in enumerate(BAD_CALLS)])

@@ -24,10 +24,13 @@ a 32-key block, a long cache of 16 splits, forced splits, views):
 sink and a late outlier whose splits' maxima lie more than float32 exp's range
 apart (a merge that combines its slices against any max but the largest
 overflows: NaN); the merge alone (compiled arms) takes such partials too
-("spread").
+("spread"). ``test_every_score_far_below_zero``: every score near -200, where a
+running or block max that starts at 0 instead of -inf zeroes every weight (0 / 0).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import mlx.core as mx
 import numpy as np
@@ -35,9 +38,10 @@ import pytest
 
 from impl.multi_query import block_keys, default_splits, multi_query_causal
 from impl.recent_calls import RecentCalls
-from properties.strategies import (EXP_OVERFLOW, EXP_ULPS, PEAK_HIGH, PEAK_LOW, build_multi_query_case, cache_view,
-                                   decode_error_floor, hoeffding_kl_limit, lm_head, merge_ulps, multi_query_oracles,
-                                   peak_gap, segment_score_maxima, split_partials, to_mx, working_dtype)
+from properties.strategies import (EXP_OVERFLOW, EXP_ULPS, EXP_UNDERFLOW, PEAK_HIGH, PEAK_LOW, PEAK_QUERY,
+                                   SCORE_FLOOR, build_multi_query_case, cache_view, decode_error_floor,
+                                   hoeffding_kl_limit, lm_head, merge_ulps, multi_query_oracles, peak_gap,
+                                   segment_score_maxima, split_partials, to_mx, working_dtype)
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
 from reference.attention import UNIT_ROUNDOFF
@@ -61,6 +65,37 @@ KERNEL = "multi_query"
 def geometry_id(g) -> str:
     h, kvh, L, n, d, splits, layout = g
     return f"H{h}-KVH{kvh}-L{L}-N{n}-D{d}" + (f"-splits{splits}" if splits else "") + f"-{layout}"
+
+
+# The graph arm's memory: its largest arrays are K and V staged per (split, block, slot), [KVH, splits, blocks, BK,
+# D] in float32 each, blocks = ceil(ceil(N / splits) / BK). Measured on the CPU (MLX 0.32), its peak is 3.2 to 6.0
+# times one of them over five geometries (N 8 to 4096, D 64 to 256, forced splits); GRAPH_MEMORY = 16 leaves a 2.7x
+# margin, where blocks past a split's keys multiply it.
+GRAPH_MEMORY = 16
+
+
+@pytest.mark.parametrize("geometry", [(8, 2, 4, 300, 64, None, "contiguous"), (12, 2, 5, 300, 80, 37, "contiguous")],
+                         ids=geometry_id)
+def test_graph_arm_memory_is_a_few_staged_caches(geometry):
+    if mx.default_device() != mx.cpu:
+        pytest.skip("the bound was measured with MLX's CPU allocator (a GPU's rounds small buffers up)")
+    h, kvh, L, n, d, splits, layout = geometry
+    case = build_multi_query_case(np.random.default_rng(n), dtype="float16", h=h, kvh=kvh, L=L, n=n, d=d,
+                                  splits=splits, layout=layout)
+
+    def call():
+        return multi_query_causal(case.q_mx, case.k_mx, case.v_mx, scale=case.scale, splits=splits, arm="graph")
+
+    mx.eval(call())  # checked and traced once, outside the measure
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    mx.eval(call())
+    used = mx.get_peak_memory() - before
+    count = splits or default_splits(n, kvh)
+    per = -(-n // count)  # keys per split
+    blocks = -(-per // block_keys(d))
+    staged = kvh * count * blocks * block_keys(d) * d * 4
+    assert used <= GRAPH_MEMORY * staged, f"{used} bytes for a staged cache of {staged}"
 
 
 @pytest.mark.gate
@@ -145,6 +180,37 @@ def test_split_maxima_beyond_exp_range(arm, gate, dtype, geometry, pattern):
                      why=(f"FlashAttention's rule: at most 2x as far from the float64 oracle as the naive causal "
                           f"attention in {work} (the kernel's working precision), plus {why}"),
                      kernel=KERNEL, case=f"{case.id}-peaks-{pattern}")
+
+
+# Every score far below 0: float32's exp underflows to 0 below log(2**-149) = -103.3 (-EXP_UNDERFLOW), so a running
+# max that started anywhere above the scores (0, say, instead of -inf) would weight every key exp(s - start) = 0 and
+# divide 0 by 0; started at -inf it moves to the row's own max at the first visible key. Each query holds PEAK_QUERY
+# in dim 0 and each key SCORE_FLOOR / (scale * PEAK_QUERY) there (the dtype's rounding of it), so every score is
+# SCORE_FLOOR (-200) plus the other dims' few units (standard normal q and k: scale * their dot product, |.| < 10).
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", PEAK_GEOMETRIES, ids=geometry_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_score_far_below_zero(arm, gate, dtype, geometry):
+    h, kvh, L, n, d, splits, layout = geometry
+    rng = np.random.default_rng(n + L + 1)
+    case = build_multi_query_case(rng, dtype=dtype, h=h, kvh=kvh, L=L, n=n, d=d, splits=splits, layout=layout)
+    q, k = case.q.copy(), case.k.copy()
+    q[..., 0] = PEAK_QUERY
+    k[..., 0] = np.float32(SCORE_FLOOR / (case.scale * PEAK_QUERY)).astype(k.dtype)
+    case = replace(case, q=q, k=k, k_mx=cache_view(k, dtype, layout, rng))
+    scores = segment_score_maxima(case.q, case.k, scale=case.scale, segment=1)
+    # 80 below the underflow: the other dims' few units and the dtype's rounding of the planted key stay within it
+    assert scores.max() < -EXP_UNDERFLOW - 80, f"every score must lie far below exp's underflow, got {scores.max():.1f}"
+    out = multi_query_causal(case.q_mx, case.k_mx, case.v_mx, scale=case.scale, splits=splits, arm=arm)
+    ref, base = multi_query_oracles(case)
+    work = working_dtype(dtype)
+    floor, why = decode_error_floor(ref, work)
+    gate.error_ratio(out, ref, base, floor=floor, dtype=work,
+                     why=(f"FlashAttention's rule: at most 2x as far from the float64 oracle as the naive causal "
+                          f"attention in {work} (the kernel's working precision), plus {why}"),
+                     kernel=KERNEL, case=f"{case.id}-far-below-zero")
 
 
 def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch):

@@ -112,6 +112,28 @@ def batch(dtype: str, V: int) -> tuple[np.ndarray, mx.array]:
     return rows, sts.to_mx(rows, dtype)
 
 
+# The graph arm's memory: its arrays are the logits padded to whole rounds of ``threads_for(V)`` chunks (at most
+# V + CHUNK * threads - 1 columns) in T and float32 and the masks over them. Measured on the CPU (MLX 0.32), its
+# peak is 2.1 to 4.9 times rows x padded columns x 4 bytes for V from 7 to 151936; GRAPH_MEMORY = 16 leaves a 3x
+# margin, where a padding past whole rounds (more rounds than ceil(V / (CHUNK * threads))) multiplies it.
+GRAPH_MEMORY = 16
+
+
+@pytest.mark.parametrize("V", [100, 1000, 4097])
+def test_graph_arm_memory_is_a_few_padded_rows(V):
+    if mx.default_device() != mx.cpu:
+        pytest.skip("the bound was measured with MLX's CPU allocator (a GPU's rounds small buffers up)")
+    x = mx.random.normal((8, V), key=mx.random.key(V))
+    mx.eval(x, normalized_argmax(x, arm="graph"))  # traced and compiled once, outside the measure
+    threads = threads_for(V)
+    padded = CHUNK * threads * -(-V // (CHUNK * threads))
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    mx.eval(normalized_argmax(x, arm="graph"))
+    used = mx.get_peak_memory() - before
+    assert used <= GRAPH_MEMORY * x.shape[0] * padded * 4, f"V={V}: {used} bytes, padded rows of {padded} columns"
+
+
 @pytest.mark.gate
 @pytest.mark.parametrize("V", VOCAB_SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -403,3 +425,32 @@ def test_helpers_valid_twins_still_work():
     assert launch.grid == (threads_for(100) * 3, 1, 1) and launch.output_shapes == ((3,),)
     assert len(fused_launch(X, with_lse=True).output_dtypes) == 2 and len(fused_launch(X).output_dtypes) == 1
     assert fused_launch(X).threadgroup == (lse_threads(100), 1, 1)
+
+
+def test_threads_for_is_the_chunks_in_whole_simd_groups():
+    """A row's threads: the fewest whole 32-lane SIMD groups holding one thread per ``CHUNK`` columns, at most
+    ``MAX_THREADS`` (a longer row takes more rounds)."""
+    for vocab in [*range(1, 600), 4 * 32 * 7 + 1, 4096, 4097, 4 * MAX_THREADS, 4 * MAX_THREADS + 1, 151936]:
+        chunks = -(-vocab // CHUNK)
+        threads = threads_for(vocab)
+        assert threads % 32 == 0 and 32 <= threads <= MAX_THREADS, (vocab, threads)
+        assert threads >= chunks or threads == MAX_THREADS, (vocab, threads)
+        assert threads - 32 < chunks, (vocab, threads)  # not a SIMD group more than the chunks fill
+
+
+@pytest.mark.parametrize("name", ["metal", "cuda"])
+def test_a_compiled_arm_runs_its_kernel_not_the_graph(monkeypatch, name):
+    """The dispatch (``_compiled``) by the arm's name: every arm but "graph" runs the kernel launch, whatever this
+    machine has (the launch here is a stand-in recording the arm; ``_compiled``'s cache is bypassed)."""
+    import impl.normalized_argmax as module
+
+    asked = []
+
+    def kernel(logits, arm):
+        asked.append(arm)
+        return mx.zeros(logits.shape[:-1], mx.uint32)
+
+    monkeypatch.setattr(module, "_kernel_argmax", kernel)
+    monkeypatch.setattr(module, "_graph_argmax", lambda logits: pytest.fail(f"arm {name} ran the graph arm"))
+    module._compiled.__wrapped__(name)(mx.zeros((2, 100), mx.float32))
+    assert asked == [name]

@@ -36,6 +36,8 @@ above; the bug each kills is in the comment above its grid):
 * ``test_partition_maxima_beyond_exp_range``: an attention sink and a late
   outlier whose partitions' maxima lie > 88.7 apart (a merge or SIMD-group
   combine that rescales against any max but the largest overflows: NaN);
+* ``test_no_score_above_zero``: every score far below zero, or exactly zero
+  (a max that starts at 0, or tests 0 for "no visible token");
 * ``test_padded_table_entries_name_a_nan_block``: physical block 0, where the
   kernels' zero-padded table and the table's unused entries point, is NaN (a
   block read from an entry past the live ones);
@@ -53,6 +55,7 @@ import pytest
 import impl.paged_attention as paged
 from impl.block_table import BlockTable
 from impl.paged_attention import paged_attention, paged_attention_gather
+from impl.paged_attention.launch import partition_span
 from properties import strategies as sts
 from reference import metrics
 from reference.attention import UNIT_ROUNDOFF
@@ -69,6 +72,7 @@ GEOMETRIES = [
     (4, 4, 96, 64, 16, 256, 2),
     (32, 4, 128, 128, 16, 1000, 1),
     (4, 2, 64, 42, 16, 300, 2),  # Dv not a multiple of 4 (no 4-element vector loads of V rows)
+    (4, 2, 42, 42, 16, 300, 2),  # Dk too: a lane reads one element of a K row, its last dim d0 = Dk - 1 included
 ]
 QUANTIZATIONS = [sts.PagedQuantization(4, 32), sts.PagedQuantization(4, 64), sts.PagedQuantization(8, 64),
                  sts.PagedQuantization(8, 128)]
@@ -95,6 +99,35 @@ def kernel_name(case) -> str:
 
 def direct(case, arm):
     return paged_attention(case.q_mx, case.storage, case.table, case.length, scale=case.scale, arm=arm)
+
+
+# The graph arm's memory: its largest arrays are the weighted values of every query row and token, [Hq, n,
+# parts * span, Dv] in float32. Measured on the CPU (MLX 0.32), its peak is 2.2 to 2.8 times their bytes over
+# three geometries (37 to 3000 tokens); GRAPH_MEMORY = 16 leaves a 5x margin, where partitions past
+# ceil(length / span) multiply it.
+GRAPH_MEMORY = 16
+
+
+@pytest.mark.parametrize("params", [dict(dtype="float32", hq=4, hkv=2, n=2, dk=64, dv=64, block_size=8, length=37),
+                                    dict(dtype="float16", hq=8, hkv=2, n=1, dk=128, dv=128, block_size=16,
+                                         length=1000)], ids=["short", "long"])
+def test_graph_arm_memory_is_a_few_partitioned_rows(params):
+    if mx.default_device() != mx.cpu:
+        pytest.skip("the bound was measured with MLX's CPU allocator (a GPU's rounds small buffers up)")
+    case = sts.build_paged_case(np.random.default_rng(3), **params)
+
+    def call():
+        return paged_attention(case.q_mx, case.storage, case.table, case.length, scale=case.scale, arm="graph")
+
+    mx.eval(call())  # checked and traced once, outside the measure
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    mx.eval(call())
+    used = mx.get_peak_memory() - before
+    span = partition_span(case.q_mx, case.storage, case.length, None)  # what the call partitions by
+    tokens = span * -(-case.length // span)
+    bound = GRAPH_MEMORY * params["hq"] * params["n"] * tokens * params["dv"] * 4
+    assert used <= bound, f"{used} bytes for {tokens} partitioned tokens (bound {bound})"
 
 
 @pytest.mark.gate
@@ -278,6 +311,34 @@ def test_partition_maxima_beyond_exp_range(arm, gate, dtype, geometry, pattern):
     gap = sts.peak_gap(sts.segment_score_maxima(case.q, case.k, scale=case.scale, segment=span))
     assert gap > sts.EXP_OVERFLOW, f"the partitions' maxima must lie {sts.EXP_OVERFLOW:.1f} apart, got {gap:.1f}"
     oracle_gate(gate, case, direct(case, arm), f"peaks-{pattern}")
+
+
+# Score levels a max must not assume (``sts.score_level_peaks``: every token's key planted): "floor", every score in
+# -206 .. -200 (sts.SCORE_FLOOR), where a running or combining max that starts at 0 instead of -inf makes every
+# exp(s - 0) 0 in float32 and the output 0 / 0; "zero", every score exactly 0 (every key 0: the output is the mean
+# of V), where a combine that tests a partial's max against 0 for "no visible token" drops every partial. Several
+# partitions and SIMD groups, plain and affine pools (an affine group of one value and zeros stores the planted
+# keys exactly).
+LEVELS = [
+    (8, 2, 128, 128, 16, 300, 2, None),
+    (4, 1, 64, 64, 24, 1100, 1, Q(4, 32)),
+]
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("level", sts.SCORE_LEVELS)
+@pytest.mark.parametrize("geometry", LEVELS, ids=case_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_no_score_above_zero(arm, gate, dtype, geometry, level):
+    hq, hkv, dk, dv, bs, length, n, quant = geometry
+    case = sts.build_paged_case(np.random.default_rng(1), dtype=dtype, hq=hq, hkv=hkv, n=n, dk=dk, dv=dv,
+                                block_size=bs, length=length, quant=quant, spare_blocks=3, extra_table=1,
+                                peaks=sts.score_level_peaks(length, level))
+    scores = sts.segment_score_maxima(case.q, case.k, scale=case.scale, segment=1)
+    top = float(np.max(scores[np.isfinite(scores)]))
+    # "floor": every weight exp(s - 0) must be 0 in float32 for a max that starts at 0 to show
+    assert top == 0.0 if level == "zero" else top < -sts.EXP_UNDERFLOW, f"{level}: the largest score is {top}"
+    oracle_gate(gate, case, direct(case, arm), f"level-{level}")
 
 
 # A NaN sentinel where a padded or rounded table entry points: the compiled arms read ``BlockTable.padded``, the

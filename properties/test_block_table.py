@@ -6,7 +6,12 @@
   frozen table's pool check refuses exactly what the list path refuses (one bad entry anywhere);
 * a table the list path would refuse is never served from the conversion cache (an int64 entry
   that wraps to a valid int32 one must not alias a cached table);
-* bad input raises TypeError / ValueError naming the argument.
+* ``freeze`` converts each distinct content once while it stays among the 16 most recently used
+  (``_FROZEN_SIZE``, a few sequences' tables per decode step) and converts it again once it is not;
+* every int32 entry is kept (the pool check refuses negative ones, not the conversion) and one
+  past int32 either way is refused;
+* bad input raises TypeError / ValueError naming the argument, from ``BlockTable.of`` and ``freeze``
+  alike.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from impl.block_table import BlockTable, padded_length
+from impl.block_table import BlockTable, freeze, padded_length
 from impl.paged_attention import paged_attention
 from properties import strategies as sts
 
@@ -77,10 +82,46 @@ def test_is_a_read_only_copy():
     ([[1], [2, 3]], ValueError, "block_table must be a flat sequence"),
     ([True, 1], TypeError, "bools"),  # NumPy made it [1, 1]: a bool is never an int
     ((2, np.True_), TypeError, "bools"),
+    (np.array(3), ValueError, "1-D"),  # a 0-d table
+    (mx.array(3), ValueError, "1-D"),
+    (np.int64(3), TypeError, "block_table"),
+    ([-2**31 - 1], ValueError, "int32"),  # one below int32 (its range is [-2**31, 2**31 - 1])
+    (np.array([0, -2**31 - 1], np.int64), ValueError, "int32"),
+    (np.array([-2**32 + 1], np.int64), ValueError, "int32"),  # wraps to int32 1
+    ([2**31], ValueError, "int32"),
 ])
-def test_bad_input_names_the_argument(entries, error, words):
+@pytest.mark.parametrize("convert", [BlockTable.of, freeze], ids=["of", "freeze"])
+def test_bad_input_names_the_argument(convert, entries, error, words):
     with pytest.raises(error, match=words):
-        BlockTable.of(entries)
+        convert(entries)
+
+
+@pytest.mark.parametrize("entries", [[-2**31], [2**31 - 1], [-2**31, 0, 2**31 - 1]])
+@pytest.mark.parametrize("kind", ["list", "numpy64", "mlx64"])
+def test_every_int32_entry_is_kept(entries, kind):
+    """The conversion keeps any int32 (refusing a negative entry is the pool check's: ``check_pool``)."""
+    given_as = {"list": list, "numpy64": lambda e: np.array(e, np.int64),
+                "mlx64": lambda e: mx.array(e, dtype=mx.int64)}[kind](entries)
+    for table in (BlockTable.of(given_as), freeze(given_as)):
+        assert table.host.tolist() == entries
+        assert (table.smallest, table.largest) == (min(entries), max(entries))
+
+
+def test_freeze_converts_a_content_once_while_it_is_recent():
+    """``freeze`` hands the same frozen table back for the same entries (a list or an int64 array: one
+    conversion and transfer per step, not per layer), keeps the 16 most recently used contents and converts
+    the least recently used one again once 16 others came after it."""
+    base = 7_000_000  # entries no other test freezes, so the cache starts without them
+    first = freeze([base])
+    assert freeze([base]) is first and freeze(np.array([base], np.int64)) is first
+    assert freeze(np.array([base], np.int32)) is not first  # another dtype, another key
+    recent = [freeze([base + i]) for i in range(1, 15)]  # with [base] as int32: 15 came after [base]
+    assert freeze([base]) is first  # 16 contents in all, the cache's size: still kept, now the newest
+    assert all(freeze([base + i]) is table for i, table in enumerate(recent, 1))  # each the newest in turn
+    freeze(np.array([base], np.int32))  # [base] as int64 is now the least recently used of the 16
+    freeze([base + 15])  # a 17th content: the least recently used goes
+    again = freeze([base])
+    assert again is not first and again.host.tolist() == [base]
 
 
 def small_case(**overrides):

@@ -152,6 +152,9 @@ def test_eligibility_follows_the_seed():
     assert not kvq4_decode_eligible(mx.zeros((1, 6, 1, 256)), case.keys, 64, 4)  # GQA 3
     assert not kvq4_decode_eligible(mx.zeros((1, 4, 2, 256)), case.keys, 64, 4)  # L = 2
     assert not kvq4_decode_eligible(mx.zeros((1, 4, 1, 128)), case.keys, 64, 4)  # D = 128
+    assert not kvq4_decode_eligible(mx.zeros((1, 4, 1, 512)), case.keys, 64, 4)  # D = 512: 256 exactly, not at least
+    assert not kvq4_decode_eligible(mx.zeros((1, 0, 1, 256)), case.keys, 64, 4)  # no query heads (0 % KVH is 0)
+    assert not kvq4_decode_eligible(mx.zeros((2, 4, 1, 256)), case.keys, 64, 4)  # batch 2
     assert not kvq4_decode_eligible(case.q_mx, "keys", 64, 4)
 
 

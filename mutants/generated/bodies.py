@@ -7,8 +7,11 @@ operators (``OPERATORS``):
 
 * ``relational``: ``<`` to ``<=`` and ``>``, ``>`` to ``>=`` and ``<``, ``<=`` to ``<``, ``>=`` to ``>``, ``==`` to
   ``!=`` and back: only an operator written with a space on either side (so no template bracket, shift or
-  arrow), never inside ``static_assert``, and never one that makes a comparison with 0 always true (``x >= 0``:
-  an unsigned loop that never ends, a hang, not a test result).
+  arrow), never inside ``static_assert``, never one that makes a comparison with 0 always true (``x >= 0``:
+  an unsigned loop that never ends, a hang, not a test result), and never ``i < n`` to ``i <= n`` in the
+  condition of a ``for`` whose body subscripts one of the thread's own arrays with ``i`` (the extra iteration
+  reads or writes past a register array: undefined behaviour the compiler may delete, the ``bound`` rule's case;
+  such a site keeps its place in the id count).
 * ``bound``: the bound of an integer comparison one off, ``i < n`` to ``i < n - 1`` and ``i < n + 1``: both sides
   integer (declared ``uint`` / ``int`` / ``ulong`` in the kernel's files, an all-capitals template constant, a
   thread-position attribute, a ``*_shape`` / ``*_strides`` entry, or an integer cast), the bound not a bare
@@ -128,6 +131,9 @@ class Site:
     end: int
     new: str
     what: str  # the change in words
+    # Why the mutation is not a realistic bug, when it is not (it still takes its place in the id count, so a
+    # rule never renumbers the mutants around it): file_mutants leaves it out.
+    excluded: str = ""
 
 
 # --- files ---------------------------------------------------------------------------------
@@ -489,6 +495,56 @@ def _line_of(m: str, i: int) -> str:
     return m[m.rfind("\n", 0, i) + 1:(m.find("\n", i) + 1 or len(m) + 1) - 1]
 
 
+def _for_header(m: str, i: int) -> tuple[int, int] | None:
+    """(the header's "(", its ")") of the ``for`` whose condition holds ``m[i]``, else None."""
+    depth = 0
+    for j in range(i - 1, -1, -1):
+        c = m[j]
+        if c in ")]}":
+            depth += 1
+        elif c in "([{":
+            if depth == 0:
+                if c == "(" and re.search(r"\bfor\s*$", m[:j]):
+                    header = m[j + 1:_close(m, j)]
+                    if header.count(";") == 2 and j + 1 + header.index(";") < i:
+                        return j, _close(m, j)
+                return None
+            depth -= 1
+    return None
+
+
+def _loop_body(m: str, close: int) -> str:
+    """The statement a ``for`` header closing at ``close`` governs: a braced block, or up to its ";" (nested
+    headers' semicolons sit inside their parentheses)."""
+    j = close + 1
+    while j < len(m) and m[j].isspace():
+        j += 1
+    if j < len(m) and m[j] == "{":
+        return m[j:_close(m, j) + 1]
+    depth = 0
+    for k in range(j, len(m)):
+        if m[k] in "([{":
+            depth += 1
+        elif m[k] in ")]}":
+            depth -= 1
+        elif m[k] == ";" and depth == 0:
+            return m[j:k + 1]
+    return m[j:]
+
+
+def _walks_a_register_array(m: str, i: int, var: str, names: Names) -> bool:
+    """Whether the comparison at ``m[i]`` is the condition of a ``for`` over ``var`` whose body subscripts one of
+    the thread's own arrays (registers) with it: one more iteration then writes or reads past that array."""
+    header = _for_header(m, i)
+    if header is None or not re.fullmatch(r"[A-Za-z_]\w*", var):
+        return False
+    body = _loop_body(m, header[1])
+    for match in re.finditer(r"(?<![\w$])([A-Za-z_]\w*)((?:\s*\[[^\[\]]*\])+)", body):  # a[i], s[t][c]
+        if match.group(1) in names.local and re.search(rf"\b{var}\b", match.group(2)):
+            return True
+    return False
+
+
 def relational_sites(t: str, m: str, names: Names) -> Iterable[Site]:
     for match in re.finditer(r"(?<=\s)(<=|>=|==|!=|<|>)(?=\s)", m):
         if "static_assert" in _line_of(m, match.start()):
@@ -499,10 +555,14 @@ def relational_sites(t: str, m: str, names: Names) -> Iterable[Site]:
         if ls >= le or rs >= re_:
             continue
         lhs, rhs = t[ls:le], t[rs:re_]
+        # i < N to i <= N in a loop that indexes a register array with i: the extra iteration is past the array's
+        # end (undefined behaviour the compiler may delete), not a realistic bug; the bound operator's rule.
+        past_registers = op == "<" and _walks_a_register_array(m, match.start(), lhs.strip(), names)
         for new in _RELATIONAL[op]:
             if new == ">=" and re.fullmatch(r"0[uU]?", rhs.strip()):
                 continue  # x >= 0 holds for every unsigned x: a loop that never ends
-            yield Site("relational", match.start(), match.end(), new, f"`{lhs} {op} {rhs}` -> `{lhs} {new} {rhs}`")
+            yield Site("relational", match.start(), match.end(), new, f"`{lhs} {op} {rhs}` -> `{lhs} {new} {rhs}`",
+                       "a loop one past a register array" if new == "<=" and past_registers else "")
         if op in _BOUND and not _is_bare_literal(rhs) and is_integer(lhs, names) and is_integer(rhs, names):
             bound = _plus(rhs, _BOUND[op])
             yield Site("bound", rs, re_, bound, f"bound one off: `{lhs} {op} {rhs}` -> `{lhs} {op} {bound}`")
@@ -739,6 +799,8 @@ def file_mutants(path: str, text: str, target: str, names: Names) -> list[Genera
         line_digest = digest(line_text)
         k = counts[(line_digest, site.operator)]
         counts[(line_digest, site.operator)] += 1
+        if site.excluded:
+            continue
         old, new = unique_context(text, site.start, site.end, site.new)
         mutants.append(GeneratedMutant(
             name=_name(path, site.operator, line_digest, k), idea=f"{site.operator}: {site.what}", target=target,

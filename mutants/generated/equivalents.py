@@ -6,6 +6,9 @@ the line changes its digest, so an argument never outlives the text it was made 
 again, or drop the entry). Only mutants equivalent for every input on every arm belong here; one that merely
 survives the tests is a survivor, reported with its diff.
 
+Also here, argued one by one: a mutant whose only effect is undefined behaviour past a thread's register array or
+SIMD group ("not a realistic bug"), where the generator's rules (``bodies``) cannot see it.
+
 A recurring argument, "uniform store": a store guarded by ``lane == 0`` (or ``x == 0``, ``d == 0``, ``slice == 0``)
 writes a value that every thread of the guard's group computed from the same inputs in the same order, so it is
 the same bits in each; with ``!=`` the other threads (there are always some) store those same bits to the same
@@ -43,6 +46,19 @@ EQUIVALENTS: dict[str, str] = {
     "impl/paged_attention/partial.metal:8069dfcb:relational:0":
         "uniform store: top and total depend on the row i alone, computed by each thread of i over msh / lsh in "
         "the same order; DV > 1, so other threads of i exist",
+    "impl/paged_attention/partial.metal:d1a6f2ec:relational:0":
+        "r <= ROWS gives the first padded row (r == ROWS, chunks past ROWS) a causal limit: its q is 0 (the load "
+        "tests r < ROWS) and its state is never written (the combine skips rows >= ROWS); stop may then cover more "
+        "live tokens (< last), which every real row masks by its own limit (weight 0, max unchanged)",
+    "impl/paged_attention/partial.metal:9fed3c3c:guard:1":
+        "p = exp(score - next) is NaN only when next == -inf, no token visible to row i yet; visibility is a prefix "
+        "of the tokens (mine < lim[i]) and a SIMD group's batches rise, so that holds only for a group that sees "
+        "none of the partition's tokens: its m stays -inf and the combine skips it (ms == -INFINITY), NaN state "
+        "and all",
+    "impl/paged_attention/partial.metal:74a2180f:relational:0":
+        "not a realistic bug (undefined behaviour): bit <= 32 adds one shuffle_xor with partner lane ^ 32, out of "
+        "the SIMD group; CUDA returns the caller's own value, so o and l double exactly and v / t is unchanged; "
+        "Metal leaves an out-of-range partner undefined",
     "impl/paged_attention/merge.metal:d085ecfa:relational:0":
         "uniform store: every lane x of a slice takes the max of the same partition maxima in the same order",
     "impl/paged_attention/merge.metal:70ce63b5:relational:0":
@@ -57,6 +73,12 @@ EQUIVALENTS: dict[str, str] = {
     "impl/multi_query/partial.metal:635c11f2:relational:0":
         "k1 >= k0 ? (k1 - k0 + BK - 1) / BK : 0 differs from > only at k1 == k0, where the first arm is "
         "(BK - 1) / BK == 0 too",
+    "impl/multi_query/compute_block.metal:4152c9df:relational:0":
+        "f0 + 4 < D / 8 sends the last full group of four dims-blocks (f0 + 4 == D / 8) to the else branch, which "
+        "loads the same four fragments (f0 + i < D / 8 for i < 4) one simdgroup_load each: the same kf",
+    "impl/multi_query/compute_block.metal:8450f02f:relational:2":
+        "not a realistic bug (undefined behaviour): f + 1 <= D / 8 takes the paired product at f + 1 == D / 8, "
+        "reading qf[.][D / 8], one past the thread's register array, and a key fragment never loaded",
     "impl/multi_query/merge.metal:d363a802:relational:0":
         "uniform store: top and den come from the same splits' m and l (loads that do not depend on the lane's "
         "dims) in the same order in every lane x",

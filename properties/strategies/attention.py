@@ -39,9 +39,12 @@ __all__ = [
     "AttentionCase",
     "AttentionShape",
     "EXP_OVERFLOW",
+    "EXP_UNDERFLOW",
     "PEAK_HIGH",
     "PEAK_LOW",
     "PEAK_QUERY",
+    "SCORE_FLOOR",
+    "SCORE_LEVELS",
     "attention_cases",
     "attention_masks",
     "attention_shapes",
@@ -54,6 +57,7 @@ __all__ = [
     "numpy_dtype",
     "peak_gap",
     "plant_score_peaks",
+    "score_level_peaks",
     "score_peaks",
     "segment_score_maxima",
     "to_mx",
@@ -277,6 +281,23 @@ PEAK_QUERY = 4.0  # the value every query row holds in dim 0 once ``plant_score_
 # more above every other token's (a few units), so the partitions holding them and the rest have maxima more than
 # EXP_OVERFLOW apart.
 PEAK_HIGH, PEAK_LOW = 220.0, 100.0
+# exp(x) is 0 in float32 for x below -EXP_UNDERFLOW (103.28: the log of its least subnormal, 2^-149).
+EXP_UNDERFLOW = float(-np.log(np.finfo(np.float32).smallest_subnormal))
+# Every score this far below zero: exp(score - 0) is 0 in float32 (past -EXP_UNDERFLOW, with room for the dtype's
+# rounding of the planted keys: bf16 moves a score by up to 2^-8 of it, 0.8), so a
+# running or combining max that starts at 0 instead of -inf (exp(s - max(0, ...))) zeroes every weight and the output
+# is 0 / 0, where the true max gives weights near 1. SCORE_FLOOR - 6 .. SCORE_FLOOR (token t at SCORE_FLOOR - t % 7).
+SCORE_FLOOR = -200.0
+# "floor": every score in SCORE_FLOOR - 6 .. SCORE_FLOOR; "zero": every score exactly 0 (every key 0), where a
+# combine that takes a max of 0 for "no visible token" (the -inf it should test) drops every partial.
+SCORE_LEVELS = ("floor", "zero")
+
+
+def score_level_peaks(length: int, level: str) -> tuple[tuple[int, float], ...]:
+    """``plant_score_peaks``'s peaks that set EVERY one of ``length`` tokens' scores (``SCORE_LEVELS``)."""
+    if level not in SCORE_LEVELS:
+        raise ValueError(f"level must be one of {SCORE_LEVELS}, got {level!r}")
+    return tuple((t, SCORE_FLOOR - t % 7 if level == "floor" else 0.0) for t in range(length))
 
 
 def plant_score_peaks(q: np.ndarray, k: np.ndarray, peaks, *, scale: float, token_axis: int,
