@@ -1,4 +1,4 @@
-"""Probes of what the Metal arm's bodies assume and only an Apple GPU settles (issue 30, item 4).
+"""Probes of what the Metal arm's bodies assume and only an Apple GPU settles.
 
 No Mac has run the metal arm yet. The CUDA arm runs the same bodies behind a prelude that *models* Metal
 (``impl/kernels/metal_compat.cuh``, ``metal_simdgroup.cuh``), and the front-end check type-checks the Metal units

@@ -110,6 +110,17 @@ def test_kvq4_decode(arm, gate, body, dtype, geometry):
                  f"(triangle inequality)"), kernel=KERNEL, case=case.id)
 
 
+def oracle_gate(gate, case, body, arm, suffix: str):
+    """A call over PEAK_BLOCK blocks, gated as every case above: FlashAttention's error ratio against the float64
+    oracle (factor 2, the naive T baseline on mx.dequantize's K/V), with ``decode_error_floor``'s floor."""
+    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=PEAK_BLOCK, body=body, arm=arm)
+    ref, base = kvq4_oracles(case)
+    floor, why = decode_error_floor(ref, case.dtype, case.q, case.k32, case.v32, scale=case.scale)
+    gate.error_ratio(out, ref, base, floor=floor,
+                     why=f"FlashAttention's rule (factor 2, naive T baseline on mx.dequantize's K/V); {why}",
+                     kernel=KERNEL, case=f"{case.id}-{suffix}")
+
+
 # Blocks whose maxima lie more than exp's float32 range apart (``EXP_OVERFLOW``, 88.7): an attention sink at token 0
 # and an outlier late (``plant_score_peaks``: PEAK_LOW 100 and PEAK_HIGH 220, "late" the outlier the larger, "sink"
 # the sink; every other score a few units). Both bodies merge partials: ``direct`` (paged attention's partial, whose 4
@@ -139,12 +150,7 @@ def test_block_maxima_beyond_exp_range(arm, gate, body, dtype, geometry, pattern
     for segment in (PEAK_BLOCK, PEAK_BLOCK // SUB, 8):  # blocks, the seed's sub-chunks, the direct body's batches
         gap = peak_gap(segment_score_maxima(case.q, case.k32, scale=case.scale, segment=segment))
         assert gap > EXP_OVERFLOW, f"maxima of {segment}-token runs must lie {EXP_OVERFLOW:.1f} apart, got {gap:.1f}"
-    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=PEAK_BLOCK, body=body, arm=arm)
-    ref, base = kvq4_oracles(case)
-    floor, why = decode_error_floor(ref, dtype, case.q, case.k32, case.v32, scale=case.scale)
-    gate.error_ratio(out, ref, base, floor=floor,
-                     why=f"FlashAttention's rule (factor 2, naive T baseline on mx.dequantize's K/V); {why}",
-                     kernel=KERNEL, case=f"{case.id}-peaks-{pattern}")
+    oracle_gate(gate, case, body, arm, f"peaks-{pattern}")
 
 
 # Score levels a max must not assume (``score_level_peaks``: every token's key planted): "floor", every score in
@@ -165,12 +171,7 @@ def test_no_score_above_zero(arm, gate, body, dtype, geometry, level):
     top = float(np.max(scores[np.isfinite(scores)]))
     # "floor": every weight exp(s - 0) must be 0 in float32 for a max that starts at 0 to show
     assert top == 0.0 if level == "zero" else top < -EXP_UNDERFLOW, f"{level}: the largest score is {top}"
-    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=PEAK_BLOCK, body=body, arm=arm)
-    ref, base = kvq4_oracles(case)
-    floor, why = decode_error_floor(ref, dtype, case.q, case.k32, case.v32, scale=case.scale)
-    gate.error_ratio(out, ref, base, floor=floor,
-                     why=f"FlashAttention's rule (factor 2, naive T baseline on mx.dequantize's K/V); {why}",
-                     kernel=KERNEL, case=f"{case.id}-level-{level}")
+    oracle_gate(gate, case, body, arm, f"level-{level}")
 
 
 def test_float32_matmul_precision(gate):

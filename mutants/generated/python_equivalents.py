@@ -68,9 +68,22 @@ EQUIVALENTS: dict[str, str] = {
         "mask * (queries < keys + window): both are bool arrays, MLX keeps bool * bool bool, and the product of "
         "0 / 1 values is their and",
     # --- the graph arms ------------------------------------------------------------------------------------------
+    "impl/paged_attention/graph.py:2c7e0657:core/ReplaceComparisonOperator_Eq_Is:0":
+        "which is \"keys\": _load's two callers pass the literals \"keys\" and \"values\", and CPython interns "
+        "identifier-like string literals, so `is` and `==` agree on every call",
+    "impl/paged_attention/graph.py:25edc5c0:core/NumberReplacer:0":
+        "shift = where(maximum == -inf, 1.0, maximum): the shift replaces only an empty partition's max, whose "
+        "scores are all -inf, and exp(-inf - c) is 0 for any finite c",
+    "impl/paged_attention/graph.py:25edc5c0:core/NumberReplacer:1":
+        "shift = where(maximum == -inf, -1.0, maximum): as with 1.0, exp(-inf - c) is 0 for any finite c",
     "impl/paged_attention/graph.py:26a461c5:core/NumberReplacer:0":
         "pack = 33 // bits: bits is 4 or 8 (paged_attention refuses others, QUANTIZED_BITS; kvq4's direct body "
         "passes 4), and 33 // 4 == 32 // 4, 33 // 8 == 32 // 8",
+    "impl/multi_query/graph.py:3bbe05c8:core/NumberReplacer:4":
+        "v = where(live, v, 1.0): a slot past its split's keys is masked (score -inf, weight exactly 0 after the "
+        "exp), so its value enters P . V as 0 * 1.0 == 0 * 0.0",
+    "impl/multi_query/graph.py:3bbe05c8:core/NumberReplacer:5":
+        "v = where(live, v, -1.0): as with 1.0, a masked slot's weight is exactly 0",
     "impl/multi_query/graph.py:6a64979c:core/ReplaceComparisonOperator_Eq_Lt:0":
         "weight = where(m < -inf, 0, exp(m - top)): where m is -inf, top (the max over splits) is above -inf and "
         "exp(-inf - top) is the 0.0 the where gave, or every split is -inf (only with infinite inputs: a row always "
