@@ -21,7 +21,8 @@ range apart, both bodies, the error-ratio gate above: a combine or merge that
 rescales against any max but the largest of them overflows (NaN).
 ``test_no_score_above_zero``: every score far below zero, or exactly zero, both
 bodies, the same gate: a max that starts at 0, or a "no visible token" test
-against 0, gives 0 / 0.
+against 0, gives 0 / 0. ``test_a_body_named_at_run_time_is_that_body``: ``body``
+is compared by value, not identity (a name built at run time is no interned literal).
 
 And one MLX fact the graph arm is built around, recorded as a finding: the
 precision of a float32 matmul on the current device (MLX's CUDA backend runs
@@ -245,3 +246,17 @@ def test_a_scale_past_the_dtype_is_refused_by_name(body, dtype, scale):
         kvq4_decode(case.q_mx, case.keys, case.values, scale=scale, body=body, arm="graph")
     kvq4_decode(case.q_mx, case.keys, case.values, scale=65504.0 if dtype == "float16" else 1e30, body=body,
                 arm="graph")  # the largest finite ones still run
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("dtype", ["float16", "float32"])  # bfloat16's 8-bit output rounds the bodies' difference away
+def test_a_body_named_at_run_time_is_that_body(arm, gate, dtype):
+    """``body`` is compared by value: a name built at run time (a config file's, a CLI's: not an interned literal)
+    takes the body it names. On this input the two bodies round differently, so the wrong one would show."""
+    case = build_kvq4_case(np.random.default_rng(5), dtype=dtype, h=8, kvh=2, n=300)
+    seed, direct = (kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, body=b, arm=arm)
+                    for b in ("seed", "direct"))
+    assert not mx.array_equal(seed, direct).item(), "the bodies agree bit for bit here: the case cannot tell them apart"
+    named = "".join(["se", "ed"])
+    gate.bit_exact(kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, body=named, arm=arm), seed,
+                   what="body named at run time vs body='seed'", kernel=KERNEL, case=case.id)
