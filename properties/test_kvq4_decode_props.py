@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 
 from impl.kvq4_decode import (BODIES, SUB, THREADGROUP_MEMORY, QuantizedKV, default_body, kvq4_decode,
                               kvq4_decode_eligible, max_gqa_factor, threadgroup_bytes)
+from impl.recent_calls import RecentCalls
 from properties.strategies.decode import build_kvq4_case, decode_error_floor, kvq4_cases, kvq4_oracles
 
 # The gate fixture is a stateless recorder: sharing it across examples is intended.
@@ -105,6 +106,26 @@ def small_case(**overrides):
 
     params = dict(dtype="bfloat16", h=4, kvh=2, n=40, block=64)
     return build_kvq4_case(np.random.default_rng(0), **(params | overrides))
+
+
+def test_a_compiled_arm_refuses_a_gqa_factor_past_its_memory(monkeypatch):
+    """The seed body on a compiled arm checks q's GQA factor (H / KVH) against that arm's threadgroup memory before
+    anything is built: Metal's 32 KiB holds GQA 6, not 8 (``threadgroup_bytes``). A stand-in arm and compiled call
+    (no GPU): GQA 6 reaches the compiled call, GQA 8 is refused naming the factor."""
+    import impl.kvq4_decode as kvq4
+
+    built = []
+    monkeypatch.setattr(kvq4, "resolve_arm", lambda arm: "metal")
+    monkeypatch.setattr(kvq4, "_RECENT", RecentCalls(16))
+    monkeypatch.setattr(kvq4, "_compiled_pair", lambda arm, scale, block, signature: (
+        built.append(arm) or (lambda *inputs: None)))
+    fits = small_case(h=12, kvh=2)
+    kvq4.kvq4_decode(fits.q_mx, fits.keys, fits.values, scale=fits.scale, body="seed")
+    assert built == ["metal"]
+    past = small_case(h=16, kvh=2)
+    with pytest.raises(ValueError, match="GQA factor 8"):
+        kvq4.kvq4_decode(past.q_mx, past.keys, past.values, scale=past.scale, body="seed")
+    assert built == ["metal"]
 
 
 def test_threadgroup_memory_bounds_the_gqa_factor(gate):
