@@ -501,3 +501,15 @@ def test_rows_attend_takes_a_batched_mask_per_query_head():
     want = mx.concatenate([row.attend(q[b:b + 1], 0.1, mask[b:b + 1, :, :, view.left_pad[b]:])
                            for b, row in enumerate(view.rows)])
     assert_bytes(got, host_bytes(want), "a per-head batched mask cut to each row")
+
+
+@pytest.mark.parametrize("quantization", [None, Quantization(4, 32)], ids=["plain", "q4g32"])
+def test_a_views_arrays_are_its_planes(quantization):
+    """``PagedAttentionView.arrays()``: the planes the view holds (what a caller evaluates or measures), each an
+    mx.array, none left out: K and V, plus the four scale and bias planes of a quantized pool."""
+    p = BlockPool(3, BLOCK, 2, 32, dtype=mx.bfloat16, quantization=quantization)
+    view = PagedAttentionView.of(p, [0], 1, False)
+    arrays = view.arrays()
+    assert all(isinstance(a, mx.array) for a in arrays)
+    assert [id(a) for a in arrays] == [id(a) for a in p.arrays()], "the view's planes are the pool's"
+    assert len(arrays) == (2 if quantization is None else 6)

@@ -66,6 +66,7 @@ BAD_CALLS = [
     (lambda: masks.batched_decode_mask(2, 1, 4, [0, 4], None), ValueError, "left_pad"),
     (lambda: masks.batched_decode_mask(1, 5, 4, [0], None), ValueError, "total"),
     (lambda: masks.cache_mask(0, 0), ValueError, "tokens"),
+    (lambda: masks.cache_mask(1, -1), ValueError, "offset must be >= 0"),
     (lambda: masks.bidirectional_mask(2, None, None), TypeError, "bidir"),
     (lambda: masks.bidirectional_mask(2, None, "ab"), TypeError, "bidir"),
     (lambda: masks.bidirectional_mask(2, None, [[True], [False, True]]), ValueError, "bidir"),
@@ -113,6 +114,14 @@ def test_an_empty_bidir_is_an_empty_bool_mask(bidir):
     """L = 0: an empty bidir of any dtype (``mx.array([])`` and ``np.array([])`` are float) is the empty mask."""
     mask = masks.bidirectional_mask(0, None, bidir)
     assert mask.shape == (0, 0) and mask.dtype == mx.bool_
+
+
+def test_a_causal_mask_starts_at_position_0_by_default():
+    """``offset`` defaults to 0: ``create_causal_mask(N)`` is the square lower triangle (the oracle's, offset 0)."""
+    for N in (1, 3):
+        mask = masks.create_causal_mask(N)
+        assert mask.shape == (N, N) and mx.array_equal(mask, masks.create_causal_mask(N, 0)).item()
+        assert np.array_equal(np.array(mask), np.tril(np.ones((N, N), bool)))
 
 
 def test_no_queries_or_no_rows_give_empty_masks():

@@ -64,6 +64,9 @@ EQUIVALENTS: dict[str, str] = {
     # --- the masks -----------------------------------------------------------------------------------------------
     "impl/masks.py:af6816d8:core/ReplaceComparisonOperator_Eq_LtE:0":
         "tokens <= 1: cache_mask checked tokens >= 1 (check_int, minimum=1) first, so <= 1 is == 1",
+    "impl/masks.py:f2235924:core/ReplaceBinaryOperator_BitAnd_Mul:0":
+        "bidir[:, None] * bidir[None, :]: bidir is a bool array (refused otherwise, an empty one cast), MLX keeps "
+        "bool * bool bool, and the product of 0 / 1 values is their and",
     "impl/masks.py:d01839b6:core/ReplaceBinaryOperator_BitAnd_Mul:0":
         "mask * (queries < keys + window): both are bool arrays, MLX keeps bool * bool bool, and the product of "
         "0 / 1 values is their and",
