@@ -27,6 +27,15 @@ BAD = [
     ("partition_size length float", lambda: paged.partition_size(1.5, 4), TypeError, "length"),
     ("set_lane_map lanes float", lambda: paged.set_lane_map(32.0), ValueError, "lanes_per_row"),
     ("set_lane_map wide_loads int", lambda: paged.set_lane_map(32, 1), ValueError, "wide_loads"),
+    ("set_matrix_partial enabled int", lambda: paged.set_matrix_partial(1), ValueError, "enabled"),
+    ("set_matrix_partial token_tiles 3", lambda: paged.set_matrix_partial(True, 3), ValueError, "token_tiles"),
+    ("matrix_rows_per_threadgroup hq not a multiple", lambda: paged.matrix_rows_per_threadgroup(6, 4, 1, 128, 128),
+     ValueError, "hq"),
+    ("matrix_rows_per_threadgroup head_dim 0", lambda: paged.matrix_rows_per_threadgroup(8, 1, 1, 0, 128), ValueError,
+     "head_dim"),
+    ("matrix_rows_per_threadgroup v_head_dim float", lambda: paged.matrix_rows_per_threadgroup(8, 1, 1, 128, 1.0),
+     TypeError, "v_head_dim"),
+    ("partition_size matrix int", lambda: paged.partition_size(64, 4, False, 1), TypeError, "matrix"),
     ("threadgroup_bytes rep 0", lambda: kvq4.threadgroup_bytes(0), ValueError, "rep"),
     ("threadgroup_bytes rep str", lambda: kvq4.threadgroup_bytes("x"), TypeError, "rep"),
     ("max_gqa_factor unknown arm", lambda: kvq4.max_gqa_factor("gpu"), ValueError, "arm"),
@@ -65,6 +74,35 @@ def test_set_lane_map_keeps_its_choice_only_when_valid():
     with pytest.raises(ValueError, match="wide_loads"):
         paged.set_lane_map(16, "no")
     assert (paged.LANES_PER_ROW, paged.WIDE_LOADS) == before, "a refused choice changed the lane map"
+
+
+def test_set_matrix_partial_keeps_its_choice_only_when_valid():
+    before = (paged.USE_MATRIX_PARTIAL, paged.MATRIX_TOKEN_TILES)
+    with pytest.raises(ValueError, match="token_tiles"):
+        paged.set_matrix_partial(not before[0], 5)
+    assert (paged.USE_MATRIX_PARTIAL, paged.MATRIX_TOKEN_TILES) == before, "a refused choice changed the partial"
+
+
+def test_matrix_eligibility_and_rows():
+    """The matrix partial takes plain 16-bit pools with both head dims multiples of 16 up to MATRIX_MAX_DIM, and
+    serves up to 8 query rows of a KV head (the SIMT partial: MAX_ROWS)."""
+    eligible = paged.matrix_eligible
+    assert eligible(128, 128, mx.bfloat16, None, paged.PAGED) and eligible(64, 48, mx.float16, None, paged.PAGED)
+    assert not eligible(128, 128, mx.float32, None, paged.PAGED), "float32 pools stay on the SIMT partial"
+    assert not eligible(256, 256, mx.bfloat16, None, paged.PAGED), "past MATRIX_MAX_DIM"
+    assert eligible(80, 80, mx.bfloat16, None, paged.PAGED)
+    assert not eligible(72, 72, mx.bfloat16, None, paged.PAGED), "head dims not multiples of 16"
+    assert not eligible(128, 72, mx.bfloat16, None, paged.PAGED), "a V head dim not a multiple of 16"
+    assert not eligible(128, 128, mx.bfloat16, (4, 64), paged.PAGED), "affine pools stay on their partial"
+    assert paged.matrix_rows_per_threadgroup(32, 8, 1, 128, 128) == 4  # G = 4: all four rows of a KV head
+    assert paged.matrix_rows_per_threadgroup(8, 1, 1, 128, 128) == 8
+    assert paged.matrix_rows_per_threadgroup(8, 1, 8, 128, 128) == 8  # 64 rows: eight chunks of one 8-row tile
+    previous = (paged.USE_MATRIX_PARTIAL, paged.MATRIX_TOKEN_TILES)
+    try:
+        paged.set_matrix_partial(False)
+        assert not eligible(128, 128, mx.bfloat16, None, paged.PAGED), "the policy switched off"
+    finally:
+        paged.set_matrix_partial(*previous)
 
 
 def test_choices_take_numpy_integers_as_ints():

@@ -152,7 +152,11 @@ def test_arms_are_the_compiled_arms_that_run_the_text():
     assert by_file["impl/multi_query/stager_loop.metal"] == {("cuda",)}
     # #if !defined(__CUDACC__): Metal's constant-space overloads; #if defined(__CUDACC__): CUDA's helpers
     assert {m.arms for m in EVERY if m.file == "impl/normalized_argmax.h" and m.line > 40} == {("metal",)}
-    assert {m.arms for m in EVERY if m.file == "impl/multi_query/multi_query.h" and 60 < m.line < 96} == {("cuda",)}
+    lines = Path("impl/multi_query/multi_query.h").read_text().splitlines()
+    blocks = [(i + 1, i + 1 + lines[i:].index("#endif")) for i, line in enumerate(lines)
+              if line == "#if defined(__CUDACC__)"]  # 1-based lines of each CUDA-only block's #if and #endif
+    assert blocks and {m.arms for m in EVERY if m.file == "impl/multi_query/multi_query.h"
+                       and any(start < m.line < end for start, end in blocks)} == {("cuda",)}
     two_stage = [m for m in EVERY if m.file == "impl/multi_query/partial.metal" and "ROLE_BARRIER" in m.idea]
     assert two_stage and all(m.arms == ("cuda",) for m in two_stage)
     assert by_file["impl/paged_attention/partial.metal"] == {("cuda", "metal")}

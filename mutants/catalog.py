@@ -102,6 +102,7 @@ PAGED_DIR, MULTI_DIR = "impl/paged_attention", "impl/multi_query"
 PAGED_PARTIAL, PAGED_MERGE, PAGED_HEADER, PAGED_AFFINE_LOAD, PAGED_STRIDED_LOAD = (
     f"{PAGED_DIR}/{f}" for f in ("partial.metal", "merge.metal", "paged_attention.h", "load_affine.metal",
                                  "load_strided_affine.metal"))
+PAGED_MATRIX = f"{PAGED_DIR}/partial_matrix.metal"
 PAGED_GRAPH, PAGED_LAUNCH = f"{PAGED_DIR}/graph.py", f"{PAGED_DIR}/launch.py"
 ARGMAX, ARGMAX_BODY, ARGMAX_HEADER, ARGMAX_FUSED_SCAN = (
     "impl/normalized_argmax.py", "impl/normalized_argmax.metal", "impl/normalized_argmax.h",
@@ -118,6 +119,9 @@ PERF_HARNESS = "perf/harness.py"
 POOL, PAGED_KV, ROWS, VIEW, DENSE = (f"impl/kv/{m}.py" for m in ("pool", "paged", "rows", "view", "dense"))
 
 PAGED_GATE = "parity/test_paged_attention.py::test_dense_pool[{arm}-%s]"
+# The SIMT partial where the matrix partial takes a shape by default (16-bit pools, head dims multiples of 16 up to
+# 128): a SIMT-body mutant's killer there (the graph arm skips it: test_dense_pool kills the graph mirror).
+PAGED_SIMT_GATE = "parity/test_paged_attention.py::test_dense_pool_simt_partial[{arm}-%s]"
 KVQ4_GATE = "parity/test_kvq4_decode.py::test_kvq4_decode[{arm}-seed-%s]"
 KVQ4_DIRECT_GATE = "parity/test_kvq4_decode.py::test_kvq4_decode[{arm}-direct-%s]"
 MULTI_GATE = "parity/test_multi_query.py::test_multi_query[{arm}-%s]"
@@ -133,7 +137,8 @@ CATALOG: tuple[Mutant, ...] = (
               "const uint end = min(uint(length - N + query), last);"),
          graph(PAGED_GRAPH, "visible = tokens.reshape(1, 1, -1) <= (length - n + query)",
                "visible = tokens.reshape(1, 1, -1) < (length - n + query)")),
-        (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk64-Dv64-bs16-len63-n1",)),
+        (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk64-Dv64-bs16-len63-n1",
+         PAGED_SIMT_GATE % "bfloat16-Hq8-Hkv8-Dk64-Dv64-bs16-len63-n1")),
     Mutant(
         "paged_gqa_head_map_modulo",
         "GQA maps query head hq to KV head hq % HK instead of hq / (HQ / HK)",
@@ -153,7 +158,8 @@ CATALOG: tuple[Mutant, ...] = (
         (body(PAGED_PARTIAL, "const float weight = exp(ms - top);", "const float weight = 1.0f;"),
          body(PAGED_MERGE, "float weight = exp(parts[base + DV] - maximum);", "float weight = 1.0f;"),
          graph(PAGED_GRAPH, "rescale = mx.exp(maximum - overall)", "rescale = mx.ones_like(maximum)")),
-        (PAGED_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",)),
+        (PAGED_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",
+         PAGED_SIMT_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4")),
     Mutant(
         "paged_merge_reads_the_sum_as_the_max",
         "the merge reads each partition's max one float late in its packed row (DV + 1, the sum, instead of DV): "
@@ -226,7 +232,75 @@ CATALOG: tuple[Mutant, ...] = (
               "return Wide4{{bf16_hi_as_float(x.x), bf16_lo_as_float(x.x),"),
          graph(PAGED_GRAPH, "return rows.astype(mx.float32)",
                "return rows.reshape(*rows.shape[:-1], -1, 2)[..., ::-1].reshape(rows.shape).astype(mx.float32)")),
-        (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",)),
+        (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",
+         PAGED_SIMT_GATE % "bfloat16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4")),
+
+    # --- direct paged attention: the matrix partial (partial_matrix.metal) ------------------------
+    # Compiled arms only: the graph arm computes one algorithm for both partials, and its mirrors of these ideas
+    # are the SIMT mutants above. The killers are test_dense_pool's 16-bit cases, which the matrix partial serves.
+    Mutant(
+        "paged_matrix_q_in_natural_dims",
+        "q's tile is loaded in the natural dim order while K's words hold the permuted one (a lane's pairs of every "
+        "tile one contiguous run): each score sums q_d * k_pi(d)",
+        "paged_attention",
+        (body(PAGED_MATRIX, "const uint d = (c / 2) * (2 * SK) + 2 * s + c % 2;", "const uint d = 8 * s + c;"),),
+        (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",),
+        arms=("metal", "cuda")),
+    Mutant(
+        "paged_matrix_output_in_natural_dims",
+        "the SIMD groups' outputs go back to threadgroup memory in the tiles' order, not through the dims' "
+        "permutation: each output row holds V's dims permuted",
+        "paged_attention",
+        (body(PAGED_MATRIX, "osh[(sg * R + fr) * DV + seg * 2 * SV + 2 * j + e]", "osh[(sg * R + fr) * DV + 8 * j + fc + e]"),),
+        (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",),
+        arms=("metal", "cuda")),
+    Mutant(
+        "paged_matrix_causal_end_off_by_one",
+        "a tile row's causal end excludes the query's own token: tokens < length - n + i instead of <=",
+        "paged_attention",
+        (body(PAGED_MATRIX, "min(uint(length - N + r % N + 1), last)", "min(uint(length - N + r % N), last)"),),
+        (PAGED_GATE % "bfloat16-Hq8-Hkv8-Dk64-Dv64-bs16-len63-n1",),
+        arms=("metal", "cuda")),
+    Mutant(
+        "paged_matrix_rows_share_the_last_limit",
+        "every tile row is masked at the threadgroup's last visible token (stop), not at its own causal limit: "
+        "query row i < n - 1 sees the tokens after its own",
+        "paged_attention",
+        (body(PAGED_MATRIX, "x[h][e] = t0 + 8 * h + fc + e < lim ? v : -INFINITY;",
+              "x[h][e] = t0 + 8 * h + fc + e < stop ? v : -INFINITY;"),),
+        (PAGED_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",),
+        arms=("metal", "cuda")),
+    Mutant(
+        "paged_matrix_rescale_skipped",
+        "O is never rescaled when a row's running max moves: earlier tokens keep weights relative to a stale max",
+        "paged_attention",
+        (body(PAGED_MATRIX, "if (!simd_all(factor == 1.0f))", "if (false)"),),
+        (PAGED_GATE % "bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8",),
+        arms=("metal", "cuda")),
+    Mutant(
+        "paged_matrix_combine_without_max_rescale",
+        "the SIMD groups' states combine without rescaling each by exp(max_s - max)",
+        "paged_attention",
+        (body(PAGED_MATRIX, "const float weight = exp(ms - top);", "const float weight = 1.0f;"),),
+        (PAGED_GATE % "bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8",),
+        arms=("metal", "cuda")),
+    Mutant(
+        "paged_matrix_next_block_not_read",
+        "the block-table entries are read once, for a SIMD group's first step: its later steps read the rows at "
+        "the slots of its first blocks",
+        "paged_attention",
+        (body(PAGED_MATRIX, "for (uint h = 0; h < TT; ++h) block[h] = table[min(t1 + 8 * h + fr, stop - 1) / BS];",
+              "for (uint h = 0; h < TT; ++h) block[h] = block[h];"),),
+        (PAGED_GATE % "bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8",),
+        arms=("metal", "cuda")),
+    Mutant(
+        "paged_matrix_key_pair_halves_duplicated",
+        "a K tile takes its word's high half for both elements of a lane's pair: every even dim of K reads as the odd",
+        "paged_attention",
+        (body(PAGED_MATRIX, "ka[h].thread_elements()[0] = word_lo<InT>(kw[h][s]);",
+              "ka[h].thread_elements()[0] = word_hi<InT>(kw[h][s]);"),),
+        (PAGED_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",),
+        arms=("metal", "cuda")),
 
     # --- normalized argmax -----------------------------------------------------
     Mutant(

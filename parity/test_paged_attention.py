@@ -55,7 +55,7 @@ import pytest
 import impl.paged_attention as paged
 from impl.block_table import BlockTable
 from impl.paged_attention import paged_attention, paged_attention_gather
-from impl.paged_attention.launch import partition_span
+from impl.paged_attention.launch import MATRIX_MAX_DIM, partition_span
 from properties import strategies as sts
 from reference import metrics
 from reference.attention import UNIT_ROUNDOFF
@@ -179,8 +179,39 @@ def test_quantized_pool(arm, gate, dtype, quant, geometry):
 
 
 @pytest.fixture
-def half_simdgroup_rows():
-    """Plain rows read by 16 lanes (``LANES_PER_ROW = 16``: two tokens per load) for one test."""
+def simt_partial():
+    """The SIMT partial (``partial.metal``) for one test, on the shapes the matrix partial takes by default
+    (``impl.paged_attention.set_matrix_partial(False)``)."""
+    previous = (paged.USE_MATRIX_PARTIAL, paged.MATRIX_TOKEN_TILES)
+    paged.set_matrix_partial(False)
+    yield
+    paged.set_matrix_partial(*previous)
+
+
+# The plain geometries whose 16-bit pools the matrix partial serves (launch.matrix_eligible: both head dims
+# multiples of 16 up to MATRIX_MAX_DIM), so that test_dense_pool runs it there and this grid runs the SIMT body.
+SIMT_GEOMETRIES = [g for g in GEOMETRIES if all(d % 16 == 0 and d <= MATRIX_MAX_DIM for d in g[2:4])]
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", SIMT_GEOMETRIES, ids=geometry_id)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_dense_pool_simt_partial(arm, gate, dtype, geometry, simt_partial):
+    """The SIMT partial on 16-bit pools the matrix partial would take (its loads and lane maps of 16-bit rows)."""
+    if arm == "graph":
+        pytest.skip("the graph arm has one algorithm: which partial body runs is a compiled arm's choice")
+    case = make_case(dtype, geometry)
+    out = direct(case, arm)
+    ref, base = sts.paged_oracles(case)
+    floor, why = sts.error_ratio_floor(case, ref)
+    gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel="paged_attention",
+                     case=f"{case.id}-simt")
+
+
+@pytest.fixture
+def half_simdgroup_rows(simt_partial):
+    """Plain rows read by 16 lanes (``LANES_PER_ROW = 16``: two tokens per load) for one test, on the SIMT partial
+    (the lane map is its; the matrix partial has its own)."""
     previous = (paged.LANES_PER_ROW, paged.WIDE_LOADS)
     paged.set_lane_map(16)
     yield

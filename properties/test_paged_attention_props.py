@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from impl.paged_attention import (DIRECT_MAX_QUERIES, PARTITION_QUANTUM, QUANTIZED_MIN_PARTITION,
+from impl.paged_attention import (DIRECT_MAX_QUERIES, MATRIX_MIN_PARTITION, PARTITION_QUANTUM, QUANTIZED_MIN_PARTITION,
                                   QUANTIZED_TARGET_THREADGROUPS, TARGET_THREADGROUPS, paged_attention,
                                   paged_attention_gather, partition_size)
 from properties import strategies as sts
@@ -76,19 +76,30 @@ def test_partition_size_is_rounding_only(arm, gate, case, partition):
                      case=f"{case.id}-part{partition}")
 
 
-@given(length=st.integers(1, 1 << 22), per_partition=st.integers(1, 64), quantized=st.booleans())
-def test_default_partition_fills_the_target_and_no_more(length, per_partition, quantized):
+@given(length=st.integers(1, 1 << 22), per_partition=st.integers(1, 64),
+       pool=st.sampled_from(["plain", "quantized", "matrix"]))
+def test_default_partition_fills_the_target_and_no_more(length, per_partition, pool):
     """partition_size: whole quanta; no more partitions than the threadgroup target asks for (plain pools:
     TARGET_THREADGROUPS, affine: QUANTIZED_TARGET_THREADGROUPS), and the shortest span that keeps to it, except
-    that an affine pool's partition holds at least QUANTIZED_MIN_PARTITION tokens where the sequence has them."""
-    span = partition_size(length, per_partition, quantized)
+    that an affine pool's partition holds at least QUANTIZED_MIN_PARTITION tokens, and a matrix partial's at least
+    MATRIX_MIN_PARTITION, where the sequence has them."""
+    quantized, matrix = pool == "quantized", pool == "matrix"
+    span = partition_size(length, per_partition, quantized, matrix)
     assert span >= PARTITION_QUANTUM and span % PARTITION_QUANTUM == 0
     wanted = max(1, (QUANTIZED_TARGET_THREADGROUPS if quantized else TARGET_THREADGROUPS) // per_partition)
     assert -(-length // span) <= wanted, "more partitions than the target's"
-    floor = min(QUANTIZED_MIN_PARTITION, -(-length // PARTITION_QUANTUM) * PARTITION_QUANTUM) if quantized else 0
-    assert span >= floor, "an affine pool's partition below its floor"
+    least = {"plain": 0, "quantized": QUANTIZED_MIN_PARTITION, "matrix": MATRIX_MIN_PARTITION}[pool]
+    floor = min(least, -(-length // PARTITION_QUANTUM) * PARTITION_QUANTUM)
+    assert span >= floor, f"a {pool} pool's partition below its floor"
     shorter = span - PARTITION_QUANTUM
     assert shorter < floor or shorter == 0 or -(-length // shorter) > wanted, "a shorter span would do"
+
+
+def test_partition_size_refuses_a_quantized_matrix_partition():
+    with pytest.raises(ValueError, match="quantized and matrix"):
+        partition_size(4096, 8, True, True)
+    with pytest.raises(TypeError, match="matrix"):
+        partition_size(4096, 8, False, 1)
 
 
 @FIXTURES_OK

@@ -15,8 +15,8 @@ docstring has the layout); so does the graph arm (``impl/normalized_argmax.py``,
 ``impl/paged_attention/graph.py``): it needs no compiler.
 """
 
-from .compile import (COMPILED_ARMS, CUDA_PRELUDE, MAX_DYNAMIC_SHARED_BYTES, METAL_PRELUDE, TRACES_KEPT, KernelSpec,
-                      Launch, TemplateArg, compiled_kernel, full_header, input_signature, kernel_text)
+from .compile import (COMPILED_ARMS, CUDA_PRELUDE, MAX_DYNAMIC_SHARED_BYTES, METAL_PRELUDE, SIMDGROUP_HEADER,
+                      TRACES_KEPT, KernelSpec, Launch, TemplateArg, compiled_kernel, full_header, input_signature, kernel_text)
 from .cuda_source import MLX_CUDA_DEFAULT_HEADER, cuda_translation_unit
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "MAX_DYNAMIC_SHARED_BYTES",
     "METAL_PRELUDE",
     "MLX_CUDA_DEFAULT_HEADER",
+    "SIMDGROUP_HEADER",
     "KernelSpec",
     "Launch",
     "TRACES_KEPT",

@@ -57,6 +57,7 @@ __all__ = [
     "COMPILED_ARMS",
     "MAX_DYNAMIC_SHARED_BYTES",
     "METAL_PRELUDE",
+    "SIMDGROUP_HEADER",
     "KernelSpec",
     "Launch",
     "TemplateArg",
@@ -84,6 +85,11 @@ def kernel_text(module_file: str, name: str) -> str:
     the file's bytes decoded from UTF-8 with no newline translation (module docstring)."""
     with open(Path(module_file).with_name(name), encoding="utf-8", newline="") as f:
         return f.read()
+
+
+# The Metal spellings of the simdgroup-matrix names beyond Metal's own (the fragment layout, the paired products and
+# loads): the first part of every header whose bodies use simdgroup matrices. The CUDA prelude defines them first.
+SIMDGROUP_HEADER = kernel_text(__file__, "simdgroup.h")
 
 
 TemplateArg = int | bool | mx.Dtype

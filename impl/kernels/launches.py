@@ -15,6 +15,8 @@ kernel's largest threadgroup-memory instance, and the Metal-only probes of ``imp
 
 from __future__ import annotations
 
+import contextlib
+
 import mlx.core as mx
 import numpy as np
 
@@ -27,7 +29,7 @@ from .compile import KernelSpec, Launch
 
 __all__ = ["DTYPES", "GEOMETRIES", "KVQ4_GEOMETRIES", "MULTI_QUERY_GEOMETRIES", "SIMDGROUP_PROBE", "argmax_launches",
            "half_row_launches", "kvq4_launches", "metal_launches", "multi_query_launches", "paged_launches",
-           "probe_launch", "small_input_launches", "strided_launches"]
+           "probe_launch", "simt_launches", "small_input_launches", "strided_launches"]
 
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 # (Hq, Hkv, n, Dk, Dv, block_size): DV a multiple of 32 and not (80), MQA, GQA; the last: Dv 256 with 8 query
@@ -83,13 +85,34 @@ def strided_launches() -> list[Launch]:
     return launches
 
 
+@contextlib.contextmanager
+def _simt_partial():
+    """The SIMT partial where the matrix partial would serve (``paged.set_matrix_partial(False)``), for a block."""
+    previous = (paged.USE_MATRIX_PARTIAL, paged.MATRIX_TOKEN_TILES)
+    paged.set_matrix_partial(False)
+    try:
+        yield
+    finally:
+        paged.set_matrix_partial(*previous)
+
+
+def simt_launches() -> list[Launch]:
+    """The SIMT partials of the plain 16-bit pools the matrix partial takes by default (``paged_launches`` holds the
+    matrix partial there)."""
+    taken = {launch.cuda_function for launch in paged_launches()}
+    with _simt_partial():
+        return [launch for launch in paged_launches() if launch.spec is paged.PARTIAL
+                and launch.cuda_function not in taken]
+
+
 def half_row_launches() -> list[Launch]:
-    """The plain partials with 16 lanes per row (``paged.set_lane_map(16)``), V = 8 and V = 4."""
+    """The plain SIMT partials with 16 lanes per row (``paged.set_lane_map(16)``), V = 8 and V = 4."""
     previous = (paged.LANES_PER_ROW, paged.WIDE_LOADS)
     paged.set_lane_map(16)
     try:
-        return [launch for launch in paged_launches() if launch.spec is paged.PARTIAL
-                and dict(launch.template)["LPR"] == 16]
+        with _simt_partial():
+            return [launch for launch in paged_launches() if launch.spec is paged.PARTIAL
+                    and dict(launch.template)["LPR"] == 16]
     finally:
         paged.set_lane_map(*previous)
 
@@ -237,7 +260,7 @@ def metal_launches() -> list[Launch]:
     rep_max = kvq4.max_gqa_factor("metal")
     from impl import metal_probes  # the macos-metal job's probes: their units are checked here too
 
-    launches = (paged_launches() + strided_launches() + half_row_launches() + argmax_launches()
+    launches = (paged_launches() + simt_launches() + strided_launches() + half_row_launches() + argmax_launches()
                 + kvq4_launches(tuple(g for g in KVQ4_GEOMETRIES if g[0] <= rep_max))
                 + multi_query_launches(arm="metal") + probe_launches() + small_input_launches()
                 + metal_probes.metal_probe_launches())

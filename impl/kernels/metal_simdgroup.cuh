@@ -3,8 +3,8 @@
 // Included after metal_compat.cuh (impl/kernels/compile.py: CUDA_PRELUDE is the
 // two files, in that order). metal_compat.cuh covers scalar Metal (uint,
 // thread positions, simd_* reductions and shuffles, threadgroup arrays,
-// barriers, metal:: math); this file adds what impl/kvq4_decode.py and
-// impl/multi_query.py need beyond it:
+// barriers, metal:: math); this file adds what impl/kvq4_decode.py,
+// impl/multi_query/ and impl/paged_attention/ need beyond it:
 //
 // * `DEVICE_MEM` / `THREADGROUP_MEM`: Metal's `device` / `threadgroup` address
 //   spaces for a pointer type a body must spell (a cast to a vector pointer); a
@@ -47,6 +47,8 @@
 //   side-by-side 8x8 loads, one `ldmatrix.x4` on the tensor-core path (below).
 // * `async_copy16` / `async_copy_commit` / `async_copy_wait<N>`: cp.async, CUDA only (the end of this file):
 //   for CUDA-only variants (`KernelSpec.arms`), never a Metal body.
+// * `simdgroup_multiply_accumulate_k16(d, a0, a1, b0, b1)`: d += a0 * b0 + a1 * b1,
+//   one m16n8k16 (below); the Metal spelling is impl/kernels/simdgroup.h's.
 // * `simdgroup_multiply_accumulate_rows16(d0, d1, a0, a1, b)`: d0 += a0 * b and
 //   d1 += a1 * b, two 8-row tiles times one matrix. Not a Metal function: a
 //   kernel header that uses it defines it as those two Metal products unless
@@ -513,6 +515,32 @@ METAL_FUNC void simdgroup_multiply_accumulate_rows16_k16(
   } else {
     simdgroup_multiply_accumulate_rows16(d0, d1, a0, a1, b0);
     simdgroup_multiply_accumulate_rows16(d0, d1, a2, a3, b1);
+  }
+}
+
+#define SG_MULTIPLY_ACCUMULATE_K16
+// d += a0 * b0 + a1 * b1: one 8-row tile times a 16-deep product (two 8x8 steps of the contraction). Not a Metal
+// function: a kernel header that uses it defines it as the two simdgroup_multiply_accumulate calls, b0's then b1's,
+// unless SG_MULTIPLY_ACCUMULATE_K16 is defined (impl/kernels/simdgroup.h). Here one tensor-core `mma.m16n8k16` on
+// 16-bit operands whose rows 8..15 are zero (their results dropped): half the mma instructions of two m16n8k8 steps.
+// Otherwise (the emulation, other types) the two calls.
+template <typename TD, typename TA, typename TB>
+METAL_FUNC void simdgroup_multiply_accumulate_k16(metal::simdgroup_matrix<TD, 8, 8>& d,
+                                                  const metal::simdgroup_matrix<TA, 8, 8>& a0,
+                                                  const metal::simdgroup_matrix<TA, 8, 8>& a1,
+                                                  const metal::simdgroup_matrix<TB, 8, 8>& b0,
+                                                  const metal::simdgroup_matrix<TB, 8, 8>& b1) {
+  using namespace ::metal_simdgroup;
+  if constexpr (TENSOR_CORES && same<TA, TB> && tensor_type<TA>) {
+    float c0 = float(d.thread_elements()[0]), c1 = float(d.thread_elements()[1]), c2 = 0.0f, c3 = 0.0f;
+    tensor_mma_rows16_k16<TA>(c0, c1, c2, c3, a_fragment(a0), 0u, a_fragment(a1), 0u, b_fragment(b0),
+                              b_fragment(b1));
+    d.e[0] = TD(c0);
+    d.e[1] = TD(c1);
+    d.transposed = false;
+  } else {
+    metal::simdgroup_multiply_accumulate(d, a0, b0, d);
+    metal::simdgroup_multiply_accumulate(d, a1, b1, d);
   }
 }
 

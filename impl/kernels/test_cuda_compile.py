@@ -28,7 +28,8 @@ import pytest
 from impl import normalized_argmax as argmax
 from impl import paged_attention as paged
 from impl.kernels import Launch, cuda_translation_unit
-from impl.kernels.launches import argmax_launches, half_row_launches, paged_launches, small_input_launches, strided_launches
+from impl.kernels.launches import (argmax_launches, half_row_launches, paged_launches, simt_launches, small_input_launches,
+                                   strided_launches)
 from impl.kernels.nvcc import NVCC, SKIP_REASON, compile_batches
 
 
@@ -36,7 +37,7 @@ from impl.kernels.nvcc import NVCC, SKIP_REASON, compile_batches
 @pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
 def test_every_kernel_compiles_as_cuda(tmp_path):
     failures = compile_batches(tmp_path, {"paged_attention": paged_launches() + strided_launches(),
-                                          "paged_attention_half_rows": half_row_launches(),
+                                          "paged_attention_half_rows": half_row_launches() + simt_launches(),
                                           "normalized_argmax": argmax_launches(),
                                           "small_inputs": small_input_launches()})
     assert not failures, "nvcc could not compile the CUDA arm:\n" + "\n".join(failures)
@@ -80,8 +81,8 @@ def test_translation_unit_matches_mlx_layout():
                                           "    __nv_bfloat16* out"]
     launch = paged.merge_launch(parts, geometry, mx.bfloat16)
     assert signature.splitlines()[0] == launch.cuda_function + "("
-    assert launch.cuda_function.endswith("_bfloat16_t_80")  # OutT then DV, as passed
-    assert "  using OutT = __nv_bfloat16;\n  constexpr int DV = 80;\n" in body
+    assert launch.cuda_function.endswith(f"_bfloat16_t_80_{paged.launch.MERGE_SLICES}")  # OutT, DV, SL, as passed
+    assert f"  using OutT = __nv_bfloat16;\n  constexpr int DV = 80;\n  constexpr int SL = {paged.launch.MERGE_SLICES};\n" in body
     assert source.rstrip().endswith("} // namespace mlx::core::cu")
     # MLX skips shape/strides parameters of 0-d inputs even when the source names them
     unit = cuda_translation_unit("k", "", "y[0] = x_shape[0];", [("x", mx.float32, 0)], [("y", mx.float32)], [])

@@ -119,7 +119,7 @@ import mlx.core as mx
 
 from impl.arms import ARMS
 from impl.checks import check_choice, check_int, check_partials
-from impl.kernels import MAX_DYNAMIC_SHARED_BYTES, KernelSpec, Launch, kernel_text
+from impl.kernels import MAX_DYNAMIC_SHARED_BYTES, SIMDGROUP_HEADER, KernelSpec, Launch, kernel_text
 
 __all__ = [
     "BK",
@@ -190,7 +190,7 @@ RING_SLOTS = 2
 MAX_RING_SLOTS = 8
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 
-HEADER = kernel_text(__file__, "multi_query.h")
+HEADER = SIMDGROUP_HEADER + kernel_text(__file__, "multi_query.h")
 
 PARTIAL_SOURCE = kernel_text(__file__, "partial.metal")
 

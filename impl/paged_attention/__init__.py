@@ -78,16 +78,21 @@ from impl.recent_calls import RecentCalls, array_key, scalar_key
 from . import launch
 from .graph import graph_attention
 # The kernels' names, re-exported: callers and tests read them here (``impl.paged_attention.PARTIAL``, ...).
-from .launch import (HEADER, KVQ4, MAX_ROWS, MERGE, PAGED, PARTIAL, PARTITION_QUANTUM, QUANTIZED_MIN_PARTITION,
+from .launch import (HEADER, KVQ4, MATRIX_MAX_DIM, MATRIX_MIN_PARTITION, MATRIX_PARTIAL, MAX_ROWS, MERGE, PAGED, PARTIAL,
+                     PARTITION_QUANTUM, QUANTIZED_MIN_PARTITION,
                      QUANTIZED_PARTIAL, QUANTIZED_TARGET_THREADGROUPS, SIMD, SIMDGROUPS, STRIDED_PARTIAL,
                      TARGET_THREADGROUPS, THREADGROUP_MEMORY, Layout, _CACHE_SIZE, _geometry, _partial_shape,
                      _quant_key, _span_of, merge_launch, pack_partials, partial_launch, partial_shape, partition_size,
-                     partition_span, rows_per_threadgroup, single_block_table, strided_partial_launch)
+                     matrix_eligible, matrix_rows_per_threadgroup, partition_span, rows_per_threadgroup,
+                     single_block_table, strided_partial_launch)
 
 __all__ = [
     "DIRECT_MAX_LENGTH",
     "DIRECT_MAX_QUERIES",
     "PAGED_DTYPES",
+    "MATRIX_MAX_DIM",
+    "MATRIX_MIN_PARTITION",
+    "MATRIX_PARTIAL",
     "MAX_ROWS",
     "PARTITION_QUANTUM",
     "SIMDGROUPS",
@@ -110,8 +115,11 @@ __all__ = [
     "Layout",
     "PAGED",
     "KVQ4",
+    "matrix_eligible",
+    "matrix_rows_per_threadgroup",
     "rows_per_threadgroup",
     "set_lane_map",
+    "set_matrix_partial",
 ]
 
 DIRECT_MAX_QUERIES = 8
@@ -137,17 +145,31 @@ class PagedStorage(Protocol):
     quantization: object | None  # None, or has .bits in {4, 8} and .group_size
 
 
+def set_matrix_partial(enabled: bool = True, token_tiles: int = 1) -> None:
+    """Choose ``USE_MATRIX_PARTIAL`` and ``MATRIX_TOKEN_TILES`` for later calls (sweeps, tests: the SIMT body on a
+    shape the matrix partial would take) and forget the launch shapes and plans remembered under the previous one."""
+    launch.choose_matrix_partial(enabled, token_tiles)
+    _forget_plans()
+
+
 def set_lane_map(lanes_per_row: int | None = SIMD, wide_loads: bool = True) -> None:
     """Choose ``LANES_PER_ROW`` and ``WIDE_LOADS`` for later calls (sweeps, tests) and forget the
     launch shapes and plans remembered under the previous choice."""
     launch.choose_lane_map(lanes_per_row, wide_loads)
+    _forget_plans()
+
+
+def _forget_plans() -> None:
+    """Forget every compiled plan: the remembered plans, and the recent calls that hold one (a recent call replays
+    its plan without asking for it again, so a plan made under the previous choice would run on)."""
     _plan.cache_clear()
+    _RECENT.clear()
 
 
 def __getattr__(name: str):
-    """``LANES_PER_ROW`` and ``WIDE_LOADS`` are read where they live (``launch``, which ``set_lane_map`` changes),
-    never from a copy taken at import."""
-    if name in ("LANES_PER_ROW", "WIDE_LOADS"):
+    """``LANES_PER_ROW``, ``WIDE_LOADS``, ``USE_MATRIX_PARTIAL`` and ``MATRIX_TOKEN_TILES`` are read where they live
+    (``launch``, which ``set_lane_map`` / ``set_matrix_partial`` change), never from a copy taken at import."""
+    if name in ("LANES_PER_ROW", "WIDE_LOADS", "USE_MATRIX_PARTIAL", "MATRIX_TOKEN_TILES"):
         return getattr(launch, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -325,7 +347,7 @@ def _plan(arm: str, hq: int, n: int, hk: int, dk: int, dv: int, block_size: int,
     """(compiled partial + merge, device geometry) of one call's scalars. Every layer of a decode
     step makes the same call, so after the first only this lookup remains between the checks and
     the launch: the host cost per call on the H200 was more than the kernels' time at N = 32k."""
-    span = _span_of(hq, n, hk, dv, length, partition, quant is not None)
+    span = _span_of(hq, n, hk, dk, dv, dtype, quant, length, partition)
     shape = _partial_shape(hq, n, hk, dk, dv, block_size, dtype, quant, length, span, PAGED)
     pair = _compiled_pair(arm, shape.spec, shape.template, shape.grid, shape.threadgroup, shape.output_shapes, dtype)
     return pair, _geometry(scale, length, span)

@@ -40,6 +40,13 @@ token t of KV head h through each plane's own strides (``STRIDED_PARTIAL``, inpu
 keeps dequantized values in float32 and rounds ``q * scale`` to the dtype, as kvq4's seed does
 (``strided_partial_launch``; the graph arm takes the same ``layout``).
 
+The matrix partial (``partial_matrix.metal``, ``MATRIX_PARTIAL``) takes plain bfloat16 / float16 pools whose
+head dims are multiples of 16 up to ``MATRIX_MAX_DIM`` (``matrix_eligible``; ``USE_MATRIX_PARTIAL``'s comment has
+why and its figures): the same grid, partitions, output and merge, with a threadgroup serving up to 8 query rows
+of its KV head (one 8-row tile) and each SIMD group multiplying 8-token tiles on the matrix units: S^T = K . Q^T
+and O += P . V as simdgroup products (CUDA: tensor-core mma, ``impl/kernels/metal_simdgroup.cuh``; Metal: Apple's
+simdgroup matrices), the online softmax in float32 between them.
+
 Arms: ``metal`` / ``cuda`` compile these bodies (one source for both dialects; the affine variant
 differs only in its two load blocks, as in the seed).
 
@@ -65,7 +72,7 @@ import mlx.core as mx
 
 from impl.block_table import BlockTable, padded_length
 from impl.checks import check_choice, check_int, check_partials
-from impl.kernels import KernelSpec, Launch, kernel_text
+from impl.kernels import SIMDGROUP_HEADER, KernelSpec, Launch, kernel_text
 
 if TYPE_CHECKING:
     from impl.paged_attention import PagedStorage
@@ -73,6 +80,11 @@ if TYPE_CHECKING:
 __all__ = [
     "HEADER",
     "KVQ4",
+    "MATRIX_MAX_DIM",
+    "MATRIX_MIN_PARTITION",
+    "MATRIX_PARTIAL",
+    "MATRIX_TOKEN_TILES",
+    "USE_MATRIX_PARTIAL",
     "MAX_ROWS",
     "MERGE",
     "PAGED",
@@ -87,6 +99,9 @@ __all__ = [
     "THREADGROUP_MEMORY",
     "Layout",
     "choose_lane_map",
+    "choose_matrix_partial",
+    "matrix_eligible",
+    "matrix_rows_per_threadgroup",
     "merge_launch",
     "pack_partials",
     "partial_launch",
@@ -139,6 +154,23 @@ QUANTIZED_TARGET_THREADGROUPS = 1024
 QUANTIZED_MIN_PARTITION = 512
 THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory a body may declare: Apple GPUs' limit
 
+# USE_MATRIX_PARTIAL: the matrix partial (partial_matrix.metal, MATRIX_PARTIAL) serves plain bfloat16 / float16
+# pools whose K and V head dims are multiples of 16 up to MATRIX_MAX_DIM, for every block size: per step a SIMD group multiplies TT 8-token tiles on
+# the matrix units (CUDA: tensor-core mma; Metal: simdgroup products), and serves up to 8 query rows of a KV head
+# (one 8-row tile) where the SIMT body serves 4. Its numerics: q . k summed in float32 (exact 16-bit products),
+# the scale applied to the float32 score, P rounded to the pool dtype for P . V (the sum of the same rounded
+# weights in float32): the error of the naive computation in the pool dtype, which the gates take as baseline.
+# Why: the SIMT body spends ~84 instructions per token at 32/8/D128 (4 query rows: dot and V fma chains, the
+# shuffle reductions and weight broadcasts), issue-bound below the H200's bandwidth (2.79 TB/s at N128k); the
+# matrix body spends ~8. Figures: perf/RESULTS.md. D256 stays on the SIMT body (4.2 TB/s, at the copy limit),
+# where the matrix body's registers (O alone 64 per lane) would cost occupancy. ``choose_matrix_partial``
+# (``impl.paged_attention.set_matrix_partial``) turns it off or changes TT, for sweeps and tests.
+USE_MATRIX_PARTIAL = True
+MATRIX_TOKEN_TILES = 1  # TT: 8-token tiles per SIMD-group step (1 or 2)
+MATRIX_MAX_DIM = 128
+MATRIX_ROWS = 8  # query rows one matrix threadgroup serves: one 8-row tile
+MATRIX_MIN_PARTITION = 256  # tokens a matrix partial's default partition holds at least (figures: perf/RESULTS.md)
+
 # Each threadgroup is one KV head x one partition of the sequence and serves every query row that
 # reads that head (GQA: K/V are read once per head, not once per query head). Only partial output
 # vectors and normalizers materialize, never gathered KV.
@@ -169,6 +201,7 @@ LOAD_STRIDED_AFFINE = {
                                                  lanes="VV")}
 
 MERGE_SOURCE = kernel_text(__file__, "merge.metal")
+MATRIX_PARTIAL_SOURCE = kernel_text(__file__, "partial_matrix.metal")
 
 
 def _with_loads(loads: dict[str, str]) -> str:
@@ -189,6 +222,9 @@ QUANTIZED_PARTIAL = KernelSpec("paged_attention_affine_partial",
 STRIDED_PARTIAL = KernelSpec("direct_attention_strided_affine_partial",
                              ("q", "keys", "values", "table", "geometry", "ks", "kb", "vs", "vb"), ("parts",),
                              _with_loads(LOAD_STRIDED_AFFINE), header=HEADER, ensure_row_contiguous=False)
+# The matrix partial over plain 16-bit pools (USE_MATRIX_PARTIAL's comment): the same inputs and output.
+MATRIX_PARTIAL = KernelSpec("paged_attention_matrix_partial", ("q", "keys", "values", "table", "geometry"), ("parts",),
+                            MATRIX_PARTIAL_SOURCE, header=SIMDGROUP_HEADER + HEADER)
 MERGE = KernelSpec("paged_attention_merge", ("parts", "geometry"), ("out",), MERGE_SOURCE)
 
 
@@ -235,38 +271,91 @@ def rows_per_threadgroup(hq: int, hkv: int, n: int, v_head_dim: int) -> int:
     return max(1, min(rows, MAX_ROWS, fit))
 
 
-def partition_size(length: int, threadgroups_per_partition: int, quantized: bool = False) -> int:
+def matrix_eligible(head_dim: int, v_head_dim: int, dtype: mx.Dtype, quant, layout: "Layout") -> bool:
+    """Whether a launch takes the matrix partial (``USE_MATRIX_PARTIAL``'s comment): the policy is on, the pool is
+    plain (``quant`` None, ``layout`` PAGED) bfloat16 or float16, and both head dims are multiples of 16 up to
+    ``MATRIX_MAX_DIM``."""
+    return (USE_MATRIX_PARTIAL and quant is None and layout == PAGED and dtype in (mx.bfloat16, mx.float16)
+            and head_dim % 16 == 0 and v_head_dim % 16 == 0 and max(head_dim, v_head_dim) <= MATRIX_MAX_DIM)
+
+
+def matrix_rows_per_threadgroup(hq: int, hkv: int, n: int, head_dim: int, v_head_dim: int) -> int:
+    """Query rows R a matrix-partial threadgroup serves: all of its KV head's (G * n) up to ``MATRIX_ROWS``, fewer
+    when its threadgroup memory (q's tile, the S transposes, the combine buffers) would pass ``THREADGROUP_MEMORY``."""
+    hq, hkv = check_int("hq", hq, minimum=1), check_int("hkv", hkv, minimum=1)
+    n = check_int("n", n, minimum=1)
+    head_dim, v_head_dim = check_int("head_dim", head_dim, minimum=1), check_int("v_head_dim", v_head_dim, minimum=1)
+    if hq % hkv:
+        raise ValueError(f"hq must be a multiple of hkv, got hq={hq}, hkv={hkv}")
+    fixed = 2 * MATRIX_ROWS * head_dim + 4 * SIMDGROUPS * 8 * (8 * MATRIX_TOKEN_TILES + 4)
+    fit = (THREADGROUP_MEMORY - fixed) // (4 * SIMDGROUPS * (v_head_dim + 2))
+    if fit < 1:
+        raise ValueError(f"head_dim={head_dim}, v_head_dim={v_head_dim} are too large for the matrix partial's "
+                         f"{THREADGROUP_MEMORY}-byte threadgroup memory")
+    return max(1, min((hq // hkv) * n, MATRIX_ROWS, fit))
+
+
+def choose_matrix_partial(enabled: bool = True, token_tiles: int = 1) -> None:
+    """Set ``USE_MATRIX_PARTIAL`` and ``MATRIX_TOKEN_TILES`` (checked first: a refused choice changes nothing) and
+    forget the launch shapes remembered under the previous choice (``impl.paged_attention.set_matrix_partial``
+    forgets its plans too: call that one)."""
+    global USE_MATRIX_PARTIAL, MATRIX_TOKEN_TILES
+    enabled = check_choice("enabled", enabled, (True, False))
+    token_tiles = check_choice("token_tiles", token_tiles, (1, 2))
+    USE_MATRIX_PARTIAL, MATRIX_TOKEN_TILES = enabled, token_tiles
+    _partial_shape.cache_clear()
+
+
+def _rows_of(hq: int, n: int, hk: int, dk: int, dv: int, dtype: mx.Dtype, quant, layout: "Layout") -> int:
+    """The rows per threadgroup of the partial this launch takes."""
+    if matrix_eligible(dk, dv, dtype, quant, layout):
+        return matrix_rows_per_threadgroup(hq, hk, n, dk, dv)
+    return rows_per_threadgroup(hq, hk, n, dv)
+
+
+def partition_size(length: int, threadgroups_per_partition: int, quantized: bool = False,
+                   matrix: bool = False) -> int:
     """Tokens per partition: enough partitions for ``TARGET_THREADGROUPS`` threadgroups in all
     (``QUANTIZED_TARGET_THREADGROUPS`` for affine pools), each a whole number of ``PARTITION_QUANTUM``
     tokens (short sequences: one quantum, as the seed's 64); an affine pool's partition is at least
-    ``QUANTIZED_MIN_PARTITION`` tokens, or the whole sequence (rounded up to the quantum) when shorter."""
+    ``QUANTIZED_MIN_PARTITION`` tokens, a matrix partial's (``matrix``) at least ``MATRIX_MIN_PARTITION``, or the
+    whole sequence (rounded up to the quantum) when shorter."""
     length = check_int("length", length, minimum=0)
     threadgroups_per_partition = check_int("threadgroups_per_partition", threadgroups_per_partition, minimum=1)
-    if not isinstance(quantized, bool):
-        raise TypeError(f"quantized must be a bool, got {type(quantized).__name__}")
+    for name, flag in (("quantized", quantized), ("matrix", matrix)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+    if quantized and matrix:
+        raise ValueError("quantized and matrix exclude each other: the matrix partial reads plain pools only")
     target = QUANTIZED_TARGET_THREADGROUPS if quantized else TARGET_THREADGROUPS
     wanted = max(1, target // threadgroups_per_partition)
     quanta = max(1, -(-length // (wanted * PARTITION_QUANTUM)))
+    whole = max(1, -(-length // PARTITION_QUANTUM))
     if quantized:
-        whole = max(1, -(-length // PARTITION_QUANTUM))
         quanta = max(quanta, min(QUANTIZED_MIN_PARTITION // PARTITION_QUANTUM, whole))
+    if matrix:
+        quanta = max(quanta, min(MATRIX_MIN_PARTITION // PARTITION_QUANTUM, whole))
     return quanta * PARTITION_QUANTUM
 
 
 def partition_span(q: mx.array, storage: PagedStorage, length: int, partition: int | None) -> int:
     """The partition every arm uses: the caller's, or ``partition_size`` for this launch's threadgroups."""
     _, hq, n, _ = q.shape
-    return _span_of(hq, n, storage.keys.shape[1], storage.v_head_dim, length, partition,
-                    storage.quantization is not None)
+    return _span_of(hq, n, storage.keys.shape[1], storage.head_dim, storage.v_head_dim, storage.dtype,
+                    _quant_key(storage.quantization), length, partition)
 
 
-def _span_of(hq: int, n: int, hk: int, dv: int, length: int, partition: int | None, quantized: bool) -> int:
+def _span_of(hq: int, n: int, hk: int, dk: int, dv: int, dtype: mx.Dtype, quant, length: int,
+             partition: int | None) -> int:
     # A partition of ``length`` tokens or more is the one partition holding every token: every arm computes
     # the same numbers with it as with ``length``, so it is clamped there (the graph arm's arrays and the
     # kernels' geometry then never grow with a huge ``partition``).
     if partition is not None:
         return min(partition, max(length, 1))
-    return partition_size(length, hk * -(-(hq // hk) * n // rows_per_threadgroup(hq, hk, n, dv)), quantized)
+    # (A strided layout is quantized: never the matrix partial.)
+    matrix = matrix_eligible(dk, dv, dtype, quant, PAGED)
+    rows = matrix_rows_per_threadgroup(hq, hk, n, dk, dv) if matrix else rows_per_threadgroup(hq, hk, n, dv)
+    return partition_size(length, hk * -(-(hq // hk) * n // rows), quant is not None, matrix)
 
 
 class _LaneMap(NamedTuple):
@@ -385,11 +474,17 @@ def _partial_shape(hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, 
     shapes, remembered because every layer of a decode step asks for the same one."""
     if layout not in (PAGED, KVQ4) or (layout.strided and quant is None):
         raise ValueError(f"layout must be PAGED or, for an affine cache, KVQ4; got {layout}")
-    rows = rows_per_threadgroup(hq, hk, n, dv)
+    rows = _rows_of(hq, n, hk, dk, dv, dtype, quant, layout)
     chunks = -(-(hq // hk) * n // rows)
     # Partition buffers and the grid are rounded up to a power of two: a growing sequence then gets a
     # new launch shape (a retrace of the compiled pair) only when its partition count doubles.
     parts = padded_length(-(-length // span))
+    threads = SIMD * SIMDGROUPS
+    grid, outputs = (threads * parts, hk * chunks, 1), (partial_shape(hq, n, parts, dv),)
+    if matrix_eligible(dk, dv, dtype, quant, layout):
+        template = (("HQ", hq), ("HK", hk), ("N", n), ("DK", dk), ("DV", dv), ("BS", block_size), ("R", rows),
+                    ("SG", SIMDGROUPS), ("TT", MATRIX_TOKEN_TILES), ("InT", dtype))
+        return _LaunchShape(MATRIX_PARTIAL, template, grid, (threads, 1, 1), outputs)
     lanes = _lane_map(dk, dv, dtype, None if quant is None else quant[0])
     template = [("HQ", hq), ("HK", hk), ("N", n), ("DK", dk), ("DV", dv), ("BS", block_size),
                 ("R", rows), ("SG", SIMDGROUPS), ("TB", BATCH_TOKENS), ("LPR", lanes.lanes),
@@ -399,9 +494,7 @@ def _partial_shape(hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, 
     if quant is not None:
         template += [("BITS", quant[0]), ("GROUP", quant[1]), ("PACK", 32 // quant[0])]
         spec = STRIDED_PARTIAL if layout.strided else QUANTIZED_PARTIAL
-    threads = SIMD * SIMDGROUPS
-    return _LaunchShape(spec, tuple(template), (threads * parts, hk * chunks, 1), (threads, 1, 1),
-                        (partial_shape(hq, n, parts, dv),))
+    return _LaunchShape(spec, tuple(template), grid, (threads, 1, 1), outputs)
 
 
 class _LaunchShape(NamedTuple):
@@ -452,7 +545,7 @@ def merge_launch(parts: mx.array, geometry: mx.array, out_dtype: mx.Dtype) -> La
                          f"{getattr(geometry, 'dtype', type(geometry).__name__)} {list(getattr(geometry, 'shape', ()))}")
     hq, n, _, width = parts.shape
     dv = width - 2
-    return Launch(MERGE, (parts, geometry), (("OutT", out_dtype), ("DV", dv)),
+    return Launch(MERGE, (parts, geometry), (("OutT", out_dtype), ("DV", dv), ("SL", MERGE_SLICES)),
                   grid=(-(-dv // SIMD) * SIMD, hq * n * MERGE_SLICES, 1), threadgroup=(SIMD, MERGE_SLICES, 1),
                   output_shapes=((1, hq, n, dv),), output_dtypes=(out_dtype,))
 

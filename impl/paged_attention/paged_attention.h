@@ -1,3 +1,7 @@
+// paged_attention.h: the paged partials' helpers. Guarded: the matrix partial's header is simdgroup.h + this file,
+// and a translation unit that holds both partials (the nvcc batch test) includes it twice.
+#ifndef MLXGATE_PAGED_ATTENTION_H
+#define MLXGATE_PAGED_ATTENTION_H
 
 #ifndef DEVICE_MEM
 #define DEVICE_MEM device  // Metal's device address space (the CUDA prelude defines it empty)
@@ -92,3 +96,51 @@ METAL_FUNC Wide4 load4(const constant T* p) {
   return Wide4{{float(p[0]), float(p[1]), float(p[2]), float(p[3])}};
 }
 #endif
+
+// --- the matrix partial's helpers (partial_matrix.metal) -------------------------------------------------------
+
+#if defined(__CUDACC__)
+#define PAGED_THREAD_MEM  // CUDA has no address spaces
+#else
+#define PAGED_THREAD_MEM thread
+#endif
+
+// W 32-bit words of a row segment (W even; the segment 16-byte aligned when W is a multiple of 4, else 8-byte):
+// 16-byte loads where W allows, else 8-byte ones.
+template <uint W>
+METAL_FUNC void load_words(const DEVICE_MEM uint* p, PAGED_THREAD_MEM uint (&w)[W]) {
+  if (W % 4 == 0) {
+    for (uint i = 0; i < W; i += 4) {
+      const uint4 x = ((const DEVICE_MEM uint4*)p)[i / 4];
+      w[i] = x.x; w[i + 1] = x.y; w[i + 2] = x.z; w[i + 3] = x.w;
+    }
+  } else {
+    for (uint i = 0; i < W; i += 2) {
+      const uint2 x = ((const DEVICE_MEM uint2*)p)[i / 2];
+      w[i] = x.x; w[i + 1] = x.y;
+    }
+  }
+}
+
+// The 16-bit element in the low (first in memory) or high half of a word, as T (bfloat16 or float16), bit for bit.
+#if defined(__CUDACC__)
+template <typename T>
+METAL_FUNC T word_lo(uint w);
+template <typename T>
+METAL_FUNC T word_hi(uint w);
+template <>
+METAL_FUNC __nv_bfloat16 word_lo<__nv_bfloat16>(uint w) { return __ushort_as_bfloat16((unsigned short)(w & 0xffffu)); }
+template <>
+METAL_FUNC __nv_bfloat16 word_hi<__nv_bfloat16>(uint w) { return __ushort_as_bfloat16((unsigned short)(w >> 16)); }
+template <>
+METAL_FUNC __half word_lo<__half>(uint w) { return __ushort_as_half((unsigned short)(w & 0xffffu)); }
+template <>
+METAL_FUNC __half word_hi<__half>(uint w) { return __ushort_as_half((unsigned short)(w >> 16)); }
+#else
+template <typename T>
+METAL_FUNC T word_lo(uint w) { return as_type<T>(ushort(w & 0xffffu)); }
+template <typename T>
+METAL_FUNC T word_hi(uint w) { return as_type<T>(ushort(w >> 16)); }
+#endif
+
+#endif  // MLXGATE_PAGED_ATTENTION_H
