@@ -8,6 +8,9 @@ Dense pools (bf16/f16/f32), kernel "paged_attention":
   plus the floor of ``properties.strategies.paged.error_ratio_floor``);
 * KL through a fixed random LM head: logits = out @ W, KL(ref || kernel) per row.
 
+On a compiled arm the 16-bit cases at head dims that are multiples of 16 up to 128 run the matrix
+partial; ``test_dense_pool_simt_partial`` runs the same cases on the SIMT partial (both bodies gated).
+
 Quantized pools (affine KV4/KV8, groups 32/64/128), kernel "paged_attention_q{bits}":
 
 * error ratio against the float64 oracle on the K/V as the kernel dequantizes

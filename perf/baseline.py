@@ -83,9 +83,9 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-__all__ = ["BASELINE_DIR", "FIGURES", "SCHEMA", "baseline_path", "baseline_processes", "device_key", "figure_of",
-           "gate_floor", "has_figure", "load_baseline", "pool_documents", "read_document", "validate_baseline",
-           "write_baseline"]
+__all__ = ["BASELINE_DIR", "FIGURES", "PARTIAL_KERNEL_TIME", "SCHEMA", "baseline_path", "baseline_processes", "device_key",
+           "figure_of", "gate_floor", "has_figure", "lacking_kernel_time", "load_baseline", "pool_documents",
+           "read_document", "validate_baseline", "write_baseline"]
 
 SCHEMA = 1
 FIGURES = ("call", "kernel")  # what the gate can judge (module docstring)
@@ -317,11 +317,15 @@ def _first_difference(values: dict[str, object]) -> tuple[str, object, str, obje
     return None
 
 
-def pool_documents(documents, sources=None) -> dict:
+def pool_documents(documents, sources=None, *, partial_kernel_time: str = "refuse") -> dict:
     """One baseline from ``documents`` (run documents of ``perf.run --save``, or baselines), each a separate
     process (or, for a pooled baseline, several), their samples kept apart per process (module docstring).
     ``sources``: a name per document for the messages (default ``documents[i]``). ValueError / TypeError
-    naming the disagreement when they cannot be pooled."""
+    naming the disagreement when they cannot be pooled. ``partial_kernel_time``: a case whose kernel time some
+    documents hold and others lack is refused (``"refuse"``), or pooled without kernel time (``"leave_out"``:
+    never a subset's figure; ``lacking_kernel_time`` names such cases), unless its gate judges kernel time."""
+    if partial_kernel_time not in PARTIAL_KERNEL_TIME:
+        raise ValueError(f"partial_kernel_time must be one of {PARTIAL_KERNEL_TIME}, got {partial_kernel_time!r}")
     if isinstance(documents, dict) or not isinstance(documents, (list, tuple)) or not documents:
         raise TypeError(f"documents must be a non-empty list of baseline documents, got {type(documents).__name__}")
     sources = [f"documents[{i}]" for i in range(len(documents))] if sources is None else [str(s) for s in sources]
@@ -386,7 +390,8 @@ def pool_documents(documents, sources=None) -> dict:
         benchmarks[case_id] = {**{name: entries[0][name] for name in _DESCRIPTION},
                                "median_s": float(np.median([np.median(p) for p in per_process])),
                                "iqr_s": float(q3 - q1), "samples_s": pooled, "process_samples_s": per_process}
-        benchmarks[case_id].update(_pool_kernel(case_id, dict(zip(sources, entries)), len(processes), agree))
+        benchmarks[case_id].update(_pool_kernel(case_id, dict(zip(sources, entries)), len(processes), agree,
+                                                partial_kernel_time))
     copies = sorted((p["copy_bandwidth"] for p in processes if p.get("copy_bandwidth")), key=lambda c: c["gbps"])
     document = {"schema": SCHEMA, "device_key": documents[0]["device_key"], "device": documents[0].get("device"),
                 "environment": documents[0].get("environment"),
@@ -395,9 +400,22 @@ def pool_documents(documents, sources=None) -> dict:
     return validate_baseline(document)
 
 
-def _pool_kernel(case_id: str, entries: dict[str, dict], n_processes: int, agree) -> dict:
+PARTIAL_KERNEL_TIME = ("refuse", "leave_out")
+
+
+def lacking_kernel_time(documents) -> list[str]:
+    """The cases whose kernel time some of ``documents`` hold and others lack (what ``"leave_out"`` pools
+    without kernel time), in the first document's order."""
+    cases = [dict(d.get("benchmarks") or {}) for d in documents]
+    shared = [c for c in cases[0] if all(c in other for other in cases[1:])] if cases else []
+    return [c for c in shared if len({has_figure(other[c], "kernel") for other in cases}) == 2]
+
+
+def _pool_kernel(case_id: str, entries: dict[str, dict], n_processes: int, agree,
+                 partial_kernel_time: str = "refuse") -> dict:
     """The pooled kernel-time fields of one case from its entry in each source (``entries``: source -> entry):
-    none when no source measured kernel time, else every source must have."""
+    none when no source measured kernel time, else every source must have (or, with ``"leave_out"``, none
+    when some lack it and the case's gate judges call time)."""
     for name in _KERNEL_DESCRIPTION:
         agree(f"{case_id} {name}", {s: e.get(name) for s, e in entries.items()})
     known = {name: next((e[name] for e in entries.values() if e.get(name) is not None), None)
@@ -407,6 +425,8 @@ def _pool_kernel(case_id: str, entries: dict[str, dict], n_processes: int, agree
         return {"figure": known["figure"]} if known["figure"] is not None else {}
     if len(measured) != len(entries):
         lacking = [s for s in entries if s not in measured]
+        if partial_kernel_time == "leave_out" and known["figure"] != "kernel":
+            return {"figure": known["figure"]} if known["figure"] is not None else {}
         raise ValueError(f"cannot pool: {case_id} holds kernel-time samples in {measured[0]} but not in "
                          f"{lacking[0]} (measure kernel time in every process, or in none)")
     per_process = [p for e in entries.values() for p in baseline_processes(e, "kernel")]
@@ -489,6 +509,9 @@ def main(argv: list[str] | None = None) -> int:
     update.add_argument("--from", dest="sources", type=Path, action="append", default=[],
                         help="a run document written by perf.run --save; given several times (each a separate "
                              "process), the runs are pooled, each process's samples kept apart")
+    update.add_argument("--partial-kernel-time", choices=("refuse", "leave-out"), default="refuse",
+                        help="a case whose kernel time some --from documents lack: refuse to pool (default), or "
+                             "pool it without kernel time, naming it (not for a case whose gate judges kernel time)")
     update.add_argument("--key", help="store under this device key (default: the document's)")
     update.add_argument("--gate-floor-ms", type=float, default=None,
                         help="cases whose median per call is below this are recorded, not gated (perf.regression)")
@@ -529,10 +552,14 @@ def main(argv: list[str] | None = None) -> int:
             document = documents[0]
         else:
             try:
-                document = pool_documents(documents, [str(s) for s in args.sources])
+                document = pool_documents(documents, [str(s) for s in args.sources],
+                                          partial_kernel_time=args.partial_kernel_time.replace("-", "_"))
             except (TypeError, ValueError) as exc:
                 print(f"perf.baseline: not stored ({exc}); the old baseline is unchanged", file=sys.stderr)
                 return 2
+            if args.partial_kernel_time == "leave-out":
+                for case_id in lacking_kernel_time(documents):
+                    print(f"perf.baseline: {case_id}: kernel time left out (some processes lack it)")
     else:
         from perf.run import run_suite
 

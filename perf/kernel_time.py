@@ -267,7 +267,9 @@ def summarize_calls(per_call: Sequence[Iterable], *, case_id: str, timer: str) -
         kernels = _kernels(kept)
         if first is None:
             first = kernels
-        elif kernels != first:
+        elif Counter(dict(kernels)) != Counter(dict(first)):
+            # The same kernels in another start order are the same work: a call of several streams (MLX's
+            # gather + SDPA controls on the H200) started its kernels in a different order in ~1 call of 20.
             count, expected = sum(c for _, c in kernels), sum(c for _, c in first)
             extra = sorted((Counter(dict(kernels)) - Counter(dict(first))).items())
             missing = sorted((Counter(dict(first)) - Counter(dict(kernels))).items())

@@ -34,8 +34,13 @@ Contract (the seed's ``pagedAttentionView.attend`` direct path, mlx-bun 0.5.0
   TypeError naming the argument. On a compiled arm with a frozen ``BlockTable``
   the checks run once per argument signature (``impl.recent_calls``).
 
+Two partial bodies, one contract: plain bfloat16 / float16 pools whose head dims are multiples of 16
+up to 128 take the matrix partial (``partial_matrix.metal``: the products on the SIMD groups' matrix
+units; ``launch.matrix_eligible``), every other pool the SIMT partial (``partial.metal``); both feed
+the same merge, and ``set_matrix_partial(False)`` puts the SIMT body on every pool (sweeps, its tests).
+
 The package: ``launch`` holds the kernels (the algorithm, the launch geometry, the specs and the
-launches, over the bodies ``partial.metal`` and ``merge.metal`` beside it), ``graph`` the graph arm
+launches, over the bodies ``partial.metal``, ``partial_matrix.metal`` and ``merge.metal`` beside it), ``graph`` the graph arm
 (the same computation in MLX ops, and where it differs), and this module the contract: the checks,
 the call and the gather control.
 
@@ -56,8 +61,10 @@ pools against the oracle on the dequantized K/V and against
 gate at pools, q and scale planes of fewer than 8 elements: Metal's constant
 space); ``properties/test_paged_attention_props.py``
 (Hypothesis: head layouts, head dims, block sizes, lengths across block and
-partition edges, permuted tables, NaN-poisoned unused slots, KV4/KV8). The
-CUDA arm's record on an NVIDIA H200: ``records/h200-cuda/``.
+partition edges, permuted tables, NaN-poisoned unused slots, KV4/KV8). The matrix partial holds
+``test_dense_pool``'s 16-bit cases at head dims up to 128, the SIMT body the same cases under
+``test_dense_pool_simt_partial``. The CUDA arm's record on an NVIDIA H200: ``records/h200-cuda/``
+(``matrix-partial/`` for these bodies).
 """
 
 from __future__ import annotations

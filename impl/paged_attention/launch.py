@@ -155,21 +155,27 @@ QUANTIZED_MIN_PARTITION = 512
 THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory a body may declare: Apple GPUs' limit
 
 # USE_MATRIX_PARTIAL: the matrix partial (partial_matrix.metal, MATRIX_PARTIAL) serves plain bfloat16 / float16
-# pools whose K and V head dims are multiples of 16 up to MATRIX_MAX_DIM, for every block size: per step a SIMD group multiplies TT 8-token tiles on
-# the matrix units (CUDA: tensor-core mma; Metal: simdgroup products), and serves up to 8 query rows of a KV head
-# (one 8-row tile) where the SIMT body serves 4. Its numerics: q . k summed in float32 (exact 16-bit products),
-# the scale applied to the float32 score, P rounded to the pool dtype for P . V (the sum of the same rounded
-# weights in float32): the error of the naive computation in the pool dtype, which the gates take as baseline.
-# Why: the SIMT body spends ~84 instructions per token at 32/8/D128 (4 query rows: dot and V fma chains, the
-# shuffle reductions and weight broadcasts), issue-bound below the H200's bandwidth (2.79 TB/s at N128k); the
-# matrix body spends ~8. Figures: perf/RESULTS.md. D256 stays on the SIMT body (4.2 TB/s, at the copy limit),
-# where the matrix body's registers (O alone 64 per lane) would cost occupancy. ``choose_matrix_partial``
+# pools whose K and V head dims are multiples of 16 up to MATRIX_MAX_DIM, for every block size: per step a SIMD
+# group multiplies TT 8-token tiles on the matrix units (CUDA: tensor-core mma; Metal: simdgroup products), and a
+# threadgroup serves up to 8 query rows of a KV head (one 8-row tile) where the SIMT body serves 4. Its numerics:
+# q . k summed in float32 (exact 16-bit products), the scale applied to the float32 score, P rounded to the pool
+# dtype for P . V and the sum of the same rounded weights in float32: the error of the naive computation in the
+# pool dtype, which the gates take as their baseline. Why: the SIMT body's dot and V chains, shuffle reductions and
+# weight broadcasts kept it below the H200's bandwidth at D128 (kernel time 32/8/D128/N128k 192.3 us, 2.79 TB/s);
+# the matrix body takes 137.6 us (3.90 TB/s), 42.0 against 56.0 at N32k, 19.3 against 30.2 at 8/1/N32k
+# (perf/RESULTS.md, "Paged decode kernel time"). D256 stays on the SIMT body (4.3 TB/s, at the copy limit), where
+# the matrix body's O alone would hold 64 registers per lane. ``choose_matrix_partial``
 # (``impl.paged_attention.set_matrix_partial``) turns it off or changes TT, for sweeps and tests.
 USE_MATRIX_PARTIAL = True
-MATRIX_TOKEN_TILES = 1  # TT: 8-token tiles per SIMD-group step (1 or 2)
+MATRIX_TOKEN_TILES = 1  # TT: 8-token tiles per SIMD-group step (1 or 2; 2 lost: perf/RESULTS.md, "Tried and lost")
 MATRIX_MAX_DIM = 128
 MATRIX_ROWS = 8  # query rows one matrix threadgroup serves: one 8-row tile
-MATRIX_MIN_PARTITION = 256  # tokens a matrix partial's default partition holds at least (figures: perf/RESULTS.md)
+# A matrix partial's default partition holds at least MATRIX_MIN_PARTITION tokens: with one KV head the threadgroup
+# target alone gives 64-token partitions (512 of them), whose merge then costs more than the partial. H200 kernel
+# time (us, partial + merge, 32-slice merge) at floors 64 / 128 / 256 / 512: 8/1/D128/N32k 22.7 / 19.4 / 20.3 /
+# 28.3; 32/8/D128/N4k 14.0 / 13.9 / 17.5 / 26.5 (the floor cuts its 64 partitions to 32, 16, 8); N32k and N128k
+# within 1% (their partitions are longer anyway).
+MATRIX_MIN_PARTITION = 128
 
 # Each threadgroup is one KV head x one partition of the sequence and serves every query row that
 # reads that head (GQA: K/V are read once per head, not once per query head). Only partial output
@@ -505,7 +511,11 @@ class _LaunchShape(NamedTuple):
     output_shapes: tuple
 
 
-MERGE_SLICES = 8  # threads per output element in the merge, each over every 8th partition
+# Threads per output element in the merge (template SL), each over every SL-th partition: a 32 x SL threadgroup
+# per output row and 32 dims. H200 merge kernel time (us), 8 against 32 slices: 8/1/D128/N32k with 256 partitions
+# 14.8 / 6.3 (512: 27.6 / 9.7), 32/8/D128/N32k (64) 6.0 / 4.2, 16/8/D256/N128k (64) 7.2 / 4.8. 1024 threads is
+# Metal's threadgroup limit, as normalized argmax's row kernel uses (its macos-metal probe checks the pipeline).
+MERGE_SLICES = 32
 
 
 def partial_shape(hq: int, n: int, partitions: int, dv: int) -> tuple[int, int, int, int]:

@@ -137,6 +137,13 @@ def test_overlapping_kernels_sum_above_their_span():
     assert result.kernels == (("sdpa", 2),)
 
 
+def test_the_same_kernels_in_another_order_are_the_same_call():
+    swapped = [event("paged_merge", 9.0, start=0.0), event("paged_partial", 60.0, start=9.0)]
+    result = kt.summarize_calls([a_call(), swapped, a_call()], case_id="c", timer="t")
+    assert result.kernels == (("paged_partial", 1), ("paged_merge", 1)), "the first call's order names them"
+    assert result.samples_s == pytest.approx((69e-6, 69e-6, 69e-6))
+
+
 def test_a_call_that_launched_other_kernels_is_an_error_naming_the_case():
     extra = a_call() + [event("paged_merge", 9.0, start=80.0)]
     with pytest.raises(kt.KernelTimeError, match=r"paged/x: call 2 of 3 launched 3 kernels, call 1 2; "
@@ -365,6 +372,17 @@ def test_kernel_samples_pool_per_process_and_judge_by_the_same_rule(monkeypatch,
     with pytest.raises(ValueError, match=re.escape(f"cannot pool: {CASE_ID} holds kernel-time samples in a.json "
                                                    "but not in b.json")):
         store.pool_documents([first, bare], ["a.json", "b.json"])
+    # ... unless asked to leave the case's kernel time out: then call time alone is pooled, never a subset's figure
+    assert store.lacking_kernel_time([first, bare]) == [CASE_ID]
+    left = store.pool_documents([first, bare], ["a.json", "b.json"], partial_kernel_time="leave_out")
+    assert not store.has_figure(left["benchmarks"][CASE_ID], "kernel")
+    assert left["benchmarks"][CASE_ID]["process_samples_s"] == pooled["benchmarks"][CASE_ID]["process_samples_s"]
+    with pytest.raises(ValueError, match="partial_kernel_time must be one of"):
+        store.pool_documents([first, bare], ["a.json", "b.json"], partial_kernel_time="drop")
+    judged = json.loads(json.dumps(first))
+    judged["benchmarks"][CASE_ID]["figure"] = "kernel"
+    with pytest.raises(ValueError, match="cannot pool"):  # its gate judges kernel time: still refused
+        store.pool_documents([judged, bare], ["a.json", "b.json"], partial_kernel_time="leave_out")
 
 
 def test_baselines_refuse_a_kernel_figure_they_cannot_judge(monkeypatch, tmp_path):
@@ -395,18 +413,29 @@ def test_baselines_refuse_a_kernel_figure_they_cannot_judge(monkeypatch, tmp_pat
         store.baseline_processes(entry, "device")
 
 
-def test_the_committed_call_time_baseline_judges_as_before():
-    # perf/baselines/cuda-NVIDIA_H200.json predates kernel time: call figure only, gated as it was.
+def test_the_committed_baseline_judges_call_time_and_kernel_time_where_it_holds_them():
+    # perf/baselines/cuda-NVIDIA_H200.json: call time gated by default; kernel samples pooled per process where
+    # all three processes measured them (records/h200-perf/baseline/: four control cases lack them).
     document = store.load_baseline("cuda-NVIDIA_H200")
-    case_id, entry = sorted(document["benchmarks"].items())[0]
-    assert store.figure_of(document, case_id) == "call" and not store.has_figure(entry, "kernel")
+    with_kernel = sorted(c for c, e in document["benchmarks"].items() if store.has_figure(e, "kernel"))
+    without = sorted(c for c, e in document["benchmarks"].items() if not store.has_figure(e, "kernel"))
+    assert with_kernel and len(without) == 4
     assert store.gate_floor(document, "call") == pytest.approx(2.5e-4) and store.gate_floor(document, "kernel") == 0
+    case_id = with_kernel[0]
+    entry = document["benchmarks"][case_id]
+    assert store.figure_of(document, case_id) == "call"
     samples = store.baseline_processes(entry)[0]
     verdict = judge(samples, document, case_id)
-    assert verdict.figure == "call" and verdict.n_processes == len(store.baseline_processes(entry))
+    assert verdict.figure == "call" and verdict.n_processes == len(store.baseline_processes(entry)) == 3
     assert verdict == compare_pooled(samples, store.baseline_processes(entry), floor_s=2.5e-4)
-    with pytest.raises(ValueError, match=re.escape(f"{case_id}: the baseline entry holds no kernel-time samples")):
-        judge(samples, document, case_id, figure="kernel")
+    kernel_samples = store.baseline_processes(entry, "kernel")[0]
+    kernel = judge(kernel_samples, document, case_id, figure="kernel")
+    assert kernel.figure == "kernel"
+    reference = compare_pooled(kernel_samples, store.baseline_processes(entry, "kernel"), floor_s=0.0)
+    assert (kernel.p_value, kernel.regressed, kernel.gated) == (reference.p_value, reference.regressed, reference.gated)
+    bare = without[0]
+    with pytest.raises(ValueError, match=re.escape(f"{bare}: the baseline entry holds no kernel-time samples")):
+        judge(store.baseline_processes(document["benchmarks"][bare])[0], document, bare, figure="kernel")
 
 
 def test_perf_records_carry_kernel_fields_only_when_measured():
