@@ -158,7 +158,8 @@ CATALOG: tuple[Mutant, ...] = (
         (body(PAGED_PARTIAL, "const float weight = exp(ms - top);", "const float weight = 1.0f;"),
          body(PAGED_MERGE, "float weight = exp(parts[base + DV] - maximum);", "float weight = 1.0f;"),
          graph(PAGED_GRAPH, "rescale = mx.exp(maximum - overall)", "rescale = mx.ones_like(maximum)")),
-        (PAGED_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",
+        # several partitions on every arm: 600 tokens (the matrix partial's partitions hold >= 128, so 65 is one)
+        (PAGED_GATE % "float16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8",
          PAGED_SIMT_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4")),
     Mutant(
         "paged_merge_reads_the_sum_as_the_max",

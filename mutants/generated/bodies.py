@@ -432,12 +432,17 @@ def family_names(masked_texts: Iterable[str]) -> Names:
                 shared.add(name)
             elif array or kind in VECTOR_TYPES:
                 local.add(name)
-        # Arrays of other types (metal::simdgroup_float8x8 s[...], Chunk c[...]): the statement's first declarator.
+        # Arrays of other types (metal::simdgroup_float8x8 s[...], Chunk c[...], a template's instance such as
+        # metal::simdgroup_matrix<InT, 8, 8> k[...]): the statement's first declarator.
         for statement in re.finditer(r"(?:^|(?<=[;{}]))[ \t]*((?:(?:const|constexpr|threadgroup|thread)\s+)*)"
-                                     r"((?:\w+::)*\w+)\s+(\w+)\s*\[", m, re.M):
+                                     r"((?:\w+::)*\w+(?:<[^;{}<>]*>)?)\s+(\w+)\s*\[", m, re.M):
             if statement.group(2) in ("return", "else", "typename", "template", "using", "define"):
                 continue
-            (shared if "threadgroup" in statement.group(1) else local).add(statement.group(3))
+            # ... and the declarators after it (metal::simdgroup_matrix<InT, 8, 8> ka[TT], kb[TT]).
+            end = m.find(";", statement.end())
+            rest = re.sub(r"\[[^\[\]]*\]", "[]", m[statement.start(3):end if end >= 0 else len(m)])
+            for declared in re.findall(r"(?:^|,)\s*(\w+)\s*\[", rest):
+                (shared if "threadgroup" in statement.group(1) else local).add(declared)
     return Names(ints - other, local - shared)
 
 

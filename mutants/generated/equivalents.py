@@ -64,11 +64,15 @@ EQUIVALENTS: dict[str, str] = {
     "impl/paged_attention/merge.metal:70ce63b5:relational:0":
         "uniform store: every lane x of a slice sums the same partitions' sums with the same weights in order",
     "impl/paged_attention/merge.metal:e0ec7ac9:relational:0":
-        "uniform store: the 8 slices read the same values[s][x] and totals and compute the same output element; "
-        "slices 1..7 store what slice 0 would",
+        "uniform store: the SL slices read the same values[s][x] and totals and compute the same output element; "
+        "slices 1..SL-1 store what slice 0 would",
     "impl/paged_attention/merge.metal:160f5527:infinity:0":
         "the 0.0f arm is a lane past DV's value; values[slice][x] of such a lane is read only by lane x of slice "
         "0, the same d, which writes no output (d < DV)",
+    "impl/paged_attention/partial_matrix.metal:ff4182c3:guard:0":
+        "a tile row past ROWS (the last chunk's unused rows) then gets a causal end below `last` too: it can only "
+        "widen stop to live tokens, which every real row masks at its own limit (weight exactly 0 times a finite "
+        "V, as for the masked tokens of any tile), and the unused row's own output is never stored (r >= ROWS)",
     # --- multi-query -----------------------------------------------------------------------------------------
     "impl/multi_query/partial.metal:635c11f2:relational:0":
         "k1 >= k0 ? (k1 - k0 + BK - 1) / BK : 0 differs from > only at k1 == k0, where the first arm is "
