@@ -149,3 +149,20 @@ def test_a_torch_bfloat16_tensor_keeps_its_bits():
 
 def test_noise_floor_of_a_reference_beyond_the_dtype_is_the_last_finite_spacing():
     assert metrics.rounding_noise_floor(np.array([70000.0]), "float16") == 32.0  # the gap below 65504
+
+
+NONFINITE = [np.nan, np.inf, -np.inf, 1.0]
+
+
+@pytest.mark.parametrize("actual", NONFINITE, ids=str)
+@pytest.mark.parametrize("expected", NONFINITE, ids=str)
+def test_nonfinite_mismatch_tells_each_class_apart(actual, expected):
+    """NaN, +inf, -inf and a finite value are four classes in both arguments: any two different ones mismatch (a
+    NaN where +inf is expected is a wrong kernel, not a match), the same two do not."""
+    a, e = np.array([0.5, actual]), np.array([0.5, expected])
+    found = metrics.nonfinite_mismatch(a, e)
+    same = (np.isnan(actual) and np.isnan(expected)) or actual == expected
+    if same:
+        assert found is None
+    else:
+        assert found is not None and found.index == (1,)
