@@ -204,11 +204,7 @@ def test_dense_pool_simt_partial(arm, gate, dtype, geometry, simt_partial):
     if arm == "graph":
         pytest.skip("the graph arm has one algorithm: which partial body runs is a compiled arm's choice")
     case = make_case(dtype, geometry)
-    out = direct(case, arm)
-    ref, base = sts.paged_oracles(case)
-    floor, why = sts.error_ratio_floor(case, ref)
-    gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel="paged_attention",
-                     case=f"{case.id}-simt")
+    oracle_gate(gate, case, direct(case, arm), "simt")
 
 
 @pytest.fixture
@@ -227,11 +223,7 @@ def half_simdgroup_rows(simt_partial):
 def test_dense_pool_half_simdgroup_rows(arm, gate, dtype, geometry, half_simdgroup_rows):
     """The 16-lanes-per-row layout (V = 8 at D128 16-bit, V = 4 at D64 and D80) against the oracle."""
     case = make_case(dtype, geometry)
-    out = direct(case, arm)
-    ref, base = sts.paged_oracles(case)
-    floor, why = sts.error_ratio_floor(case, ref)
-    gate.error_ratio(out, ref, base, floor=floor, why=why or None, kernel="paged_attention",
-                     case=f"{case.id}-lpr16")
+    oracle_gate(gate, case, direct(case, arm), "lpr16")
 
 
 # --- inputs realistic kernel bugs need ---------------------------------------------------------------------------

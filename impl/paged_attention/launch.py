@@ -359,9 +359,9 @@ def _span_of(hq: int, n: int, hk: int, dk: int, dv: int, dtype: mx.Dtype, quant,
     if partition is not None:
         return min(partition, max(length, 1))
     # (A strided layout is quantized: never the matrix partial.)
-    matrix = matrix_eligible(dk, dv, dtype, quant, PAGED)
-    rows = matrix_rows_per_threadgroup(hq, hk, n, dk, dv) if matrix else rows_per_threadgroup(hq, hk, n, dv)
-    return partition_size(length, hk * -(-(hq // hk) * n // rows), quant is not None, matrix)
+    rows = _rows_of(hq, n, hk, dk, dv, dtype, quant, PAGED)
+    return partition_size(length, hk * -(-(hq // hk) * n // rows), quant is not None,
+                          matrix_eligible(dk, dv, dtype, quant, PAGED))
 
 
 class _LaneMap(NamedTuple):
