@@ -92,6 +92,8 @@ lock:
 # a regressed record fails the verdict); without one it says so and does nothing.
 COMPARE ?=
 COMPARE_ALLOW_REMOVED ?=
+# The day's sample of generated Python mutants (MLXGATE_GENERATED_PYTHON: N, N:SEED or off), so the report scores them.
+gate_mutant_sample := mutants/generated/test_python.py::test_a_sample_of_the_python_mutants
 gate: $(STAMP)
 	@$(if $(drift),$(drift))
 	@compare="$(COMPARE)"; \
@@ -101,7 +103,7 @@ gate: $(STAMP)
 	fi; \
 	rm -rf $(OUT) && mkdir -p $(OUT); \
 	MLXGATE_RESULTS=$(abspath $(OUT))/results.jsonl \
-	$(PY) -m pytest meta_tests reference impl properties parity $(pytest_opts) -p reports.plugin \
+	$(PY) -m pytest meta_tests reference impl properties parity $(gate_mutant_sample) $(pytest_opts) -p reports.plugin \
 	  -n $(WORKERS) --junitxml=$(OUT)/junit.xml $(ARGS); \
 	status=$$?; \
 	$(PY) -m perf.run --gate $(if $(DEVICE),--device $(DEVICE)) --results $(OUT)/results.jsonl; perf_status=$$?; \
