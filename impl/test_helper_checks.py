@@ -36,6 +36,8 @@ BAD = [
     ("matrix_rows_per_threadgroup v_head_dim float", lambda: paged.matrix_rows_per_threadgroup(8, 1, 1, 128, 1.0),
      TypeError, "v_head_dim"),
     ("partition_size matrix int", lambda: paged.partition_size(64, 4, False, 1), TypeError, "matrix"),
+    ("merge_batch partitions 0", lambda: paged.merge_batch(0), ValueError, "partitions"),
+    ("merge_batch partitions float", lambda: paged.merge_batch(2.0), TypeError, "partitions"),
     ("threadgroup_bytes rep 0", lambda: kvq4.threadgroup_bytes(0), ValueError, "rep"),
     ("threadgroup_bytes rep str", lambda: kvq4.threadgroup_bytes("x"), TypeError, "rep"),
     ("max_gqa_factor unknown arm", lambda: kvq4.max_gqa_factor("gpu"), ValueError, "arm"),
@@ -67,6 +69,17 @@ def test_numpy_integers_give_the_python_ints_results():
     assert mq.block_keys(i(256)) == mq.block_keys(256) == mq.BK // 2
     for arm in ("graph", "metal", "cuda"):
         assert mq.ring_slots(i(8), i(128), mx.bfloat16, arm) == mq.ring_slots(8, 128, mx.bfloat16, arm)
+
+
+def test_merge_batch_is_a_slices_share_up_to_the_most():
+    """merge_batch: ceil(partitions / MERGE_SLICES) partitions a slice reads at once, at most MERGE_BATCH; the merge's
+    launch passes it as its template B."""
+    sl, most = paged.launch.MERGE_SLICES, paged.launch.MERGE_BATCH
+    assert [paged.merge_batch(p) for p in (1, sl, sl + 1, 2 * sl, most * sl, most * sl + 1, 10**6)] == \
+        [1, 1, 2, 2, most, most, most]
+    parts = mx.zeros(paged.partial_shape(2, 1, 2 * sl + 1, 16), mx.float32)
+    launch = paged.merge_launch(parts, mx.array([0.5, 100, 1], mx.float32), mx.float16)
+    assert dict(launch.template)["B"] == 3 and dict(launch.template)["SL"] == sl
 
 
 def test_set_lane_map_keeps_its_choice_only_when_valid():

@@ -334,6 +334,40 @@ def test_list_of_a_sample(capsys):
     assert len(re.findall(r"^impl/\S+:[0-9a-f]{8}:(relational|fma):\d+  \[", out, re.M)) == 8
 
 
+def test_files_and_ids_choose_the_mutants(capsys):
+    """--files keeps one body file's mutants (a sample is then of them); --ids runs exactly the ids given, in their
+    order, and scores them as chosen (no interval); an unknown or equivalent id, --ids with --sample, or --files
+    with --python-mutants is refused by name."""
+    merge = "impl/paged_attention/merge.metal"
+    assert cli.main(["--bodies", "--list", "--files", merge]) == 0
+    out = capsys.readouterr().out
+    listed = re.findall(r"^(impl/\S+:[0-9a-f]{8}:\w+:\d+)  \[", out, re.M)
+    assert listed and all(i.startswith(merge + ":") for i in listed)
+    assert len(listed) == sum(m.file == merge and m.id not in EQUIVALENTS for m in GENERATED)
+    chosen = [listed[3], listed[0]]
+    mutants, strata = cli.selection(cli.parse_args(["--bodies", "--ids", *chosen]))
+    assert [m.id for m in mutants] == chosen
+    assert strata == {"paged_attention": {"population": sum(m.target == "paged_attention" and m.id not in EQUIVALENTS
+                                                            for m in GENERATED),
+                                          "sampled": 2, "equivalent": 0, "chosen": True}}
+    header = run_record("r", "body", "mlxgate-bodies", strata, seed=None, sample=None, device="gpu", arms=["cuda"],
+                        profile="dev")
+    (row,) = score_rows([header, generated_record(chosen[0], "paged_attention", "killed", run="r"),
+                         generated_record(chosen[1], "paged_attention", "survived", run="r")])
+    assert row["chosen"] is True and row["interval"] is None and row["score"] == 0.5
+    assert "chosen ids: no interval" in format_table([row])
+    for argv, name in ((["--ids", "nope:0"], "no such mutant: nope:0"),
+                       (["--ids", next(iter(EQUIVALENTS))], "argued equivalent"),
+                       (["--files", "impl/none.metal"], "--files: no mutants in impl/none.metal")):
+        with pytest.raises(ValueError, match=name):
+            cli.selection(cli.parse_args(["--bodies", *argv]))
+    for argv, name in ((["--bodies", "--ids", listed[0], "--sample", "2"], "--ids and --sample"),
+                       (["--python-mutants", "--files", merge], "--files is for --bodies")):
+        with pytest.raises(SystemExit):
+            cli.parse_args(argv)
+        assert name in capsys.readouterr().err
+
+
 def test_a_cpu_run_leaves_every_body_mutant_out(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(cli, "_arms", lambda device, arm: ("cpu", ["graph"]))
     results = tmp_path / "results.jsonl"

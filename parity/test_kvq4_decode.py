@@ -51,7 +51,8 @@ DTYPES = ["bfloat16", "float16", "float32"]
 # seed KV4_DECODE_BLOCK). block is the softmax partition of either body.
 GEOMETRIES = [
     (4, 2, 97, 64, "contiguous"),  # GQA 2, one block + a partial one
-    (12, 2, 301, 100, "window"),  # GQA 6, BLOCK not a multiple of SUB: ragged last sub-chunk
+    (12, 2, 301, 100, "window"),  # GQA 6, a last block of one token
+    (8, 2, 403, 101, "contiguous"),  # GQA 4, BLOCK not a multiple of SUB: sub-chunks of 26, the last of each block 23
     (8, 1, 513, 512, "slice"),  # MQA GQA 8: a last block of one token (three empty sub-chunks)
     (16, 2, 1000, 256, "heads"),  # GQA 8
     (16, 8, 2049, 512, "contiguous"),  # GQA 2, five blocks

@@ -482,10 +482,13 @@ def test_views_from_the_kv_cache(arm, gate, dtype, quant):
 
 
 # The merge alone: (Hq, n, count, buffer partitions, Dv, pattern); patterns and partials: ``sts.split_partials``
-# ("masked": -inf partitions, as a row's causal limit before them leaves them; "spread": partition 0's max 100 and
-# partition 12's (slice 4) 220, the rest near 0: more than exp's float32 range apart, so the slices must reduce
-# their maxima to the one largest before they rescale). 13 partitions: not a multiple of the 8 slices, in a buffer
-# of 16 (NaN past 13); Dv 42: lanes past Dv.
+# ("masked": -inf partitions, as a row's causal limit before them leaves them, every partition 3 mod 8 among them:
+# slice 3 then never sees a token; "spread": partition 0's max 100 and a late partition's 220, the rest near 0: more
+# than exp's float32 range apart, in different slices, so the slices must reduce their maxima to the one largest
+# before they rescale). 13 and 37 partitions: not multiples of the slices, in buffers with NaN past the count; 300
+# and 512: more than one batch of a slice (MERGE_SLICES x MERGE_BATCH = 256 partitions), so a slice rescales its
+# state to a later batch's max (rising; spread, whose peak is then partition 511: the last of its batch) or keeps
+# its empty state through an all -inf batch (masked); Dv 42: lanes past Dv.
 MERGE_CASES = [
     (4, 1, 1, 1, 128, "random"),
     (8, 2, 13, 16, 42, "rising"),
@@ -493,22 +496,29 @@ MERGE_CASES = [
     (6, 3, 37, 64, 256, "masked"),
     (2, 8, 5, 8, 80, "random"),
     (8, 2, 13, 16, 42, "spread"),
+    (4, 1, 300, 304, 64, "rising"),
+    (2, 2, 512, 512, 96, "spread"),
+    (3, 1, 300, 320, 128, "masked"),
 ]
 def merge_case_id(c) -> str:
     hq, n, count, partitions, dv, pattern = c
     return f"Hq{hq}-n{n}-count{count}-buffer{partitions}-Dv{dv}-{pattern}"
 
 
-def merge_float32_ulps(count: int) -> int:
+def merge_float32_ulps(count: int, partitions: int) -> int:
     """Float32 ulps the merge may be from the exact merge, first order, for positive values and sums (no
-    cancellation) and maxima whose differences are exact in float32 (so exp's argument is). A slice of
-    k = ceil(count / 8) partitions sums k terms ``weight * value`` by fma; each weight carries exp's error
-    (``sts.EXP_ULPS``), each fma one rounding, and the 8 slices' totals take 8 more additions: at most
-    EXP_ULPS + k + 8 unit roundoffs of relative error in the numerator and as much in the denominator, one more in
-    the division; a relative error of r unit roundoffs is at most r ulps, and the float64 reference rounds to
-    float32 within one more."""
-    k = -(-count // 8)
-    return 2 * (sts.EXP_ULPS + k + 8) + 1 + 1
+    cancellation) and maxima whose differences are exact in float32 (so exp's argument is). The busiest of the
+    SL = ``MERGE_SLICES`` slices takes k = ceil(count / SL) partitions in b = ceil(k / B) batches (B =
+    ``merge_batch(partitions)``, of the buffer's partitions): a term carries its own weight's exp, one rescale exp
+    per later batch of its slice and its slice's weight: b + 1 exps (``sts.EXP_ULPS`` each); its slice's sum takes
+    k fma roundings, b - 1 rescale products and the product by the slice's weight, and the min(count, SL) slices
+    that hold a partition as many additions more (an empty slice adds an exact 0). That many unit roundoffs of
+    relative error in the numerator and as much in the denominator, one more in the division; a relative error of
+    r unit roundoffs is at most r ulps, and the float64 reference rounds to float32 within one more."""
+    slices, batch = paged.launch.MERGE_SLICES, paged.merge_batch(partitions)
+    k = -(-count // slices)
+    b = -(-k // batch)
+    return 2 * (sts.EXP_ULPS * (b + 1) + k + (b - 1) + 1 + min(count, slices)) + 1 + 1
 
 
 @pytest.mark.arms("metal", "cuda")
@@ -526,7 +536,7 @@ def test_merge_matches_float64_oracle(arm, gate, dtype, case):
     geometry = mx.array([0.125, count * span - 5, span], dtype=mx.float32)  # count partitions of the length
     (out,) = paged.merge_launch(parts, geometry, getattr(mx, dtype)).run(arm)
     ref = split_merge_ref(o, m, l).reshape(1, hq, n, dv)
-    ulps, why = sts.merge_ulps(dtype, merge_float32_ulps(count),
+    ulps, why = sts.merge_ulps(dtype, merge_float32_ulps(count, partitions),
                                f"first-order float32 bound of the merge over {count} partitions (merge_float32_ulps: "
                                f"exp {sts.EXP_ULPS} ulp, fma, sums, division)")
     gate.max_ulp(out, ref, ulps=ulps, why=why, kernel="paged_attention", case=merge_case_id(case))

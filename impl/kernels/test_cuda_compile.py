@@ -81,8 +81,10 @@ def test_translation_unit_matches_mlx_layout():
                                           "    __nv_bfloat16* out"]
     launch = paged.merge_launch(parts, geometry, mx.bfloat16)
     assert signature.splitlines()[0] == launch.cuda_function + "("
-    assert launch.cuda_function.endswith(f"_bfloat16_t_80_{paged.launch.MERGE_SLICES}")  # OutT, DV, SL, as passed
-    assert f"  using OutT = __nv_bfloat16;\n  constexpr int DV = 80;\n  constexpr int SL = {paged.launch.MERGE_SLICES};\n" in body
+    sl, batch = paged.launch.MERGE_SLICES, paged.merge_batch(3)  # 3 partitions: a batch of 1
+    assert launch.cuda_function.endswith(f"_bfloat16_t_80_{sl}_{batch}")  # OutT, DV, SL, B, as passed
+    assert (f"  using OutT = __nv_bfloat16;\n  constexpr int DV = 80;\n  constexpr int SL = {sl};\n"
+            f"  constexpr int B = {batch};\n") in body
     assert source.rstrip().endswith("} // namespace mlx::core::cu")
     # MLX skips shape/strides parameters of 0-d inputs even when the source names them
     unit = cuda_translation_unit("k", "", "y[0] = x_shape[0];", [("x", mx.float32, 0)], [("y", mx.float32)], [])

@@ -89,7 +89,7 @@ from .launch import (HEADER, KVQ4, MATRIX_MAX_DIM, MATRIX_MIN_PARTITION, MATRIX_
                      PARTITION_QUANTUM, QUANTIZED_MIN_PARTITION,
                      QUANTIZED_PARTIAL, QUANTIZED_TARGET_THREADGROUPS, SIMD, SIMDGROUPS, STRIDED_PARTIAL,
                      TARGET_THREADGROUPS, THREADGROUP_MEMORY, Layout, _CACHE_SIZE, _geometry, _partial_shape,
-                     _quant_key, _span_of, merge_launch, pack_partials, partial_launch, partial_shape, partition_size,
+                     _quant_key, _span_of, merge_batch, merge_launch, pack_partials, partial_launch, partial_shape, partition_size,
                      matrix_eligible, matrix_rows_per_threadgroup, partition_span, rows_per_threadgroup,
                      single_block_table, strided_partial_launch)
 
@@ -108,6 +108,7 @@ __all__ = [
     "TARGET_THREADGROUPS",
     "PagedStorage",
     "QUANTIZED_BITS",
+    "merge_batch",
     "merge_launch",
     "paged_attention",
     "paged_attention_gather",

@@ -87,6 +87,8 @@ __all__ = [
     "USE_MATRIX_PARTIAL",
     "MAX_ROWS",
     "MERGE",
+    "MERGE_BATCH",
+    "MERGE_SLICES",
     "PAGED",
     "PARTIAL",
     "PARTITION_QUANTUM",
@@ -102,6 +104,7 @@ __all__ = [
     "choose_matrix_partial",
     "matrix_eligible",
     "matrix_rows_per_threadgroup",
+    "merge_batch",
     "merge_launch",
     "pack_partials",
     "partial_launch",
@@ -516,6 +519,20 @@ class _LaunchShape(NamedTuple):
 # 14.8 / 6.3 (512: 27.6 / 9.7), 32/8/D128/N32k (64) 6.0 / 4.2, 16/8/D256/N128k (64) 7.2 / 4.8. 1024 threads is
 # Metal's threadgroup limit, as normalized argmax's row kernel uses (its macos-metal probe checks the pipeline).
 MERGE_SLICES = 32
+# The most partitions a merge slice reads together (merge.metal's template B, ``merge_batch``): one batch of loads,
+# then one rescale to the batch's max. H200 merge kernel time (us, the same process, records/h200-cuda/merge/): 256
+# partitions (8/1/D128/N32k) 5.9 for two passes of guarded loads, 3.6 in one pass of batches of 8; 32 partitions
+# (32/8/N4k) 3.2 and 3.2; 64 (32/8/N32k) 4.2 and 3.6; 512 (8/1/N128k) 10.3 against 6.5 (batches of 8 then, before
+# the slices' rescale moved out of the last loop). A batch larger than a slice's share of the partitions only
+# repeats loads (a batch of 8 at 64 partitions: 4.9-5.3 us), so the batch follows the partition count.
+MERGE_BATCH = 8
+
+
+def merge_batch(partitions: int) -> int:
+    """Partitions a merge slice reads at once for a buffer of ``partitions``: its share, ceil(partitions /
+    MERGE_SLICES), at most ``MERGE_BATCH``."""
+    partitions = check_int("partitions", partitions, minimum=1)
+    return min(MERGE_BATCH, -(-partitions // MERGE_SLICES))
 
 
 def partial_shape(hq: int, n: int, partitions: int, dv: int) -> tuple[int, int, int, int]:
@@ -553,9 +570,10 @@ def merge_launch(parts: mx.array, geometry: mx.array, out_dtype: mx.Dtype) -> La
     if not isinstance(geometry, mx.array) or tuple(geometry.shape) != (3,) or geometry.dtype != mx.float32:
         raise ValueError("geometry must be the partial's float32 [scale, length, partition], got "
                          f"{getattr(geometry, 'dtype', type(geometry).__name__)} {list(getattr(geometry, 'shape', ()))}")
-    hq, n, _, width = parts.shape
+    hq, n, partitions, width = parts.shape
     dv = width - 2
-    return Launch(MERGE, (parts, geometry), (("OutT", out_dtype), ("DV", dv), ("SL", MERGE_SLICES)),
+    return Launch(MERGE, (parts, geometry),
+                  (("OutT", out_dtype), ("DV", dv), ("SL", MERGE_SLICES), ("B", merge_batch(partitions))),
                   grid=(-(-dv // SIMD) * SIMD, hq * n * MERGE_SLICES, 1), threadgroup=(SIMD, MERGE_SLICES, 1),
                   output_shapes=((1, hq, n, dv),), output_dtypes=(out_dtype,))
 

@@ -58,12 +58,22 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help=f"only these operators: with --bodies {', '.join(bodies.OPERATORS)}; with "
                              "--python-mutants cosmic-ray's, by family (binary, comparison, unary, boolean, loop, "
                              "exception, number, decorator) or full name (core/ReplaceAndWithOr)")
+    parser.add_argument("--files", nargs="+", default=(), metavar="FILE",
+                        help="--bodies only: only the mutants of these body files (e.g. "
+                             "impl/paged_attention/merge.metal); a sample is then of their mutants")
+    parser.add_argument("--ids", nargs="+", default=(), metavar="ID",
+                        help="run exactly these mutants (ids as --list prints them), e.g. a second pass over a "
+                             "run's undetermined ones; their score is of a chosen set: no interval")
     add_arm_option(parser, "--bodies only: run the tests on this arm only (cuda on an NVIDIA GPU, metal on a Mac)")
     add_run_options(parser, tests="the tests")
     args = parser.parse_args(argv)
     check_run_options(parser, args)
     if args.sample is not None and args.sample < 1:
         parser.error("--sample must be >= 1")
+    if args.ids and args.sample is not None:
+        parser.error("--ids and --sample exclude each other: --ids chooses the mutants, --sample draws them")
+    if args.files and not args.bodies:
+        parser.error("--files is for --bodies (a Python mutant's file is its target: --targets)")
     if args.python_mutants:
         from . import python
 
@@ -89,8 +99,16 @@ def selection(args, root: Path = REPO_ROOT):
 
         return python.sample(args.sample, args.seed, root, targets=args.targets, operators=args.operators)
     every = bodies.all_mutants(root, targets=args.targets, operators=args.operators)
+    if args.files:
+        unknown = sorted(set(args.files) - {m.file for m in every})
+        if unknown:
+            raise ValueError(f"--files: no mutants in {', '.join(unknown)} (body files: "
+                             f"{', '.join(sorted(bodies.body_files(root)))})")
+        every = [m for m in every if m.file in args.files]
     mutants = [m for m in every if m.id not in EQUIVALENTS]
     equivalent = Counter(m.target for m in every if m.id in EQUIVALENTS)
+    if args.ids:
+        return _chosen(args.ids, mutants, every)
     if args.sample is not None:
         mutants, strata = stratified_sample(mutants, args.sample, args.seed)
     else:
@@ -98,6 +116,23 @@ def selection(args, root: Path = REPO_ROOT):
     for target in sorted(set(equivalent) | set(strata)):
         strata.setdefault(target, {"population": 0, "sampled": 0})["equivalent"] = equivalent.get(target, 0)
     return mutants, strata
+
+
+def _chosen(ids, mutants, every):
+    """``--ids``: exactly those mutants; the strata count them as chosen (``score``: no interval)."""
+    known = {m.id: m for m in mutants}
+    equivalent = sorted(i for i in ids if i not in known and i in {m.id for m in every})
+    unknown = sorted(i for i in ids if i not in known and i not in equivalent)
+    if equivalent or unknown:
+        raise ValueError("--ids: " + "; ".join(
+            text for text in (f"argued equivalent (mutants/generated/equivalents.py): {', '.join(equivalent)}"
+                              if equivalent else "", f"no such mutant: {', '.join(unknown)}" if unknown else "")
+            if text))
+    chosen = [known[i] for i in dict.fromkeys(ids)]
+    population = Counter(m.target for m in mutants)
+    strata = {t: {"population": population[t], "sampled": n, "equivalent": 0, "chosen": True}
+              for t, n in sorted(Counter(m.target for m in chosen).items())}
+    return chosen, strata
 
 
 def list_mutants(mutants, strata, root: Path = REPO_ROOT) -> None:

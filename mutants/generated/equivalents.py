@@ -59,16 +59,23 @@ EQUIVALENTS: dict[str, str] = {
         "not a realistic bug (undefined behaviour): bit <= 32 adds one shuffle_xor with partner lane ^ 32, out of "
         "the SIMD group; CUDA returns the caller's own value, so o and l double exactly and v / t is unchanged; "
         "Metal leaves an out-of-range partner undefined",
+    "impl/paged_attention/merge.metal:da5ab49e:relational:0":
+        "a batch that starts at the count holds no live partition: every top is -inf, so the slice's max stays "
+        "(factor exp(0) = 1) or its empty state stays (shift 0: 0 times exp(-inf)), every weight is exp(-inf) = 0, "
+        "and the clamped loads read inside the count",
     "impl/paged_attention/merge.metal:d085ecfa:relational:0":
-        "uniform store: every lane x of a slice takes the max of the same partition maxima in the same order",
-    "impl/paged_attention/merge.metal:70ce63b5:relational:0":
-        "uniform store: every lane x of a slice sums the same partitions' sums with the same weights in order",
+        "uniform store: every lane x of a slice holds the same max (its lanes read the same partitions' maxima, "
+        "whatever the dim), so lanes 1..31 store what lane 0 would",
+    "impl/paged_attention/merge.metal:9367169d:relational:0":
+        "uniform store: every lane x of a slice holds the same sum and the same weight (both from the partitions' "
+        "maxima and sums, whatever the dim), so lanes 1..31 store what lane 0 would",
+    "impl/paged_attention/merge.metal:ddedd14e:guard:1":
+        "a slice that saw no token has max -inf, sum 0 and values 0, and exp(-inf - top) is exactly 0 for the "
+        "finite top of every row (a row sees at least one token, so some partition's max is finite): the guard "
+        "changes nothing",
     "impl/paged_attention/merge.metal:e0ec7ac9:relational:0":
         "uniform store: the SL slices read the same values[s][x] and totals and compute the same output element; "
         "slices 1..SL-1 store what slice 0 would",
-    "impl/paged_attention/merge.metal:160f5527:infinity:0":
-        "the 0.0f arm is a lane past DV's value; values[slice][x] of such a lane is read only by lane x of slice "
-        "0, the same d, which writes no output (d < DV)",
     "impl/paged_attention/partial_matrix.metal:ff4182c3:guard:0":
         "a tile row past ROWS (the last chunk's unused rows) then gets a causal end below `last` too: it can only "
         "widen stop to live tokens, which every real row masks at its own limit (weight exactly 0 times a finite "

@@ -52,7 +52,8 @@ def run_record(run: str, generated: str, tool: str, strata: Mapping[str, Mapping
     return {"kind": RUN_KIND, "time": time.time(), "run": run, "generated": generated, "tool": tool, "seed": seed,
             "sample": sample, "device": device, "arms": list(arms), "profile": profile,
             "strata": {t: {"population": int(s["population"]), "sampled": int(s["sampled"]),
-                           "equivalent": int(s.get("equivalent", 0))} for t, s in sorted(strata.items())}}
+                           "equivalent": int(s.get("equivalent", 0)),
+                           **({"chosen": True} if s.get("chosen") else {})} for t, s in sorted(strata.items())}}
 
 
 def _row(run, generated, target, records, stratum, tool) -> dict:
@@ -62,6 +63,7 @@ def _row(run, generated, target, records, stratum, tool) -> dict:
     population = stratum.get("population") if stratum else None
     sample_size = stratum.get("sampled") if stratum else None
     sampled = None if stratum is None else sample_size < population
+    chosen = bool(stratum and stratum.get("chosen"))  # --ids: a chosen set, not a random sample
     survivors = sorted((r for r in records if r.get("status") == "survived"),
                        key=lambda r: (str(r.get("file")), r.get("line") or 0, str(r.get("id"))))
     return {
@@ -69,8 +71,8 @@ def _row(run, generated, target, records, stratum, tool) -> dict:
         "killed": killed, "survived": survived, "ran": ran, "error": statuses.get("error", 0),
         "stale": statuses.get("stale", 0), "left_out": statuses.get("left_out", 0),
         "score": killed / ran if ran else None,
-        "interval": list(wilson(killed, ran)) if ran and sampled is not False else None,
-        "sampled": sampled, "sample": sample_size, "population": population,
+        "interval": list(wilson(killed, ran)) if ran and sampled is not False and not chosen else None,
+        "sampled": sampled, "chosen": chosen, "sample": sample_size, "population": population,
         "equivalent": stratum.get("equivalent") if stratum else None,
         "survivors": [{k: r.get(k) for k in ("name", "id", "operator", "file", "line", "idea", "diff")}
                       for r in survivors],
@@ -104,6 +106,7 @@ def score_rows(records: Iterable[dict]) -> list[dict]:
                 if strata is not None:
                     pooled = {f: sum(int(s.get(f, 0)) for s in strata.values()) for f in
                               ("population", "sampled", "equivalent")}
+                    pooled["chosen"] = any(s.get("chosen") for s in strata.values())
                 row = _row(run, generated, OVERALL, every, pooled, info.get("tool"))
                 row["survivors"] = []  # listed under their targets
                 rows.append(row)
@@ -118,6 +121,8 @@ def interval_text(row: Mapping) -> str:
     interval = row.get("interval")
     if interval:
         return f"{_percent(interval[0])} .. {_percent(interval[1])}"
+    if row.get("chosen"):
+        return "chosen ids: no interval"
     return "exact (every mutant)" if row.get("sampled") is False else "-"
 
 
