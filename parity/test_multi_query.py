@@ -40,9 +40,9 @@ from impl.multi_query import block_keys, default_splits, multi_query_causal
 from impl.recent_calls import RecentCalls
 from properties.strategies import (EXP_OVERFLOW, EXP_ULPS, EXP_UNDERFLOW, PEAK_HIGH, PEAK_LOW, PEAK_QUERY,
                                    SCORE_FLOOR, SCORE_LEVELS, build_multi_query_case, cache_view,
-                                   decode_error_floor, hoeffding_kl_limit, lm_head, merge_ulps, multi_query_oracles,
-                                   peak_gap, score_level_peaks, segment_score_maxima, split_partials, to_mx,
-                                   working_dtype)
+                                   hoeffding_kl_limit, lm_head, merge_ulps, multi_query_gate,
+                                   peak_gap, score_level_peaks, segment_score_maxima,
+                                   split_partials, to_mx, working_dtype)
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
 from reference.attention import UNIT_ROUNDOFF
@@ -107,14 +107,8 @@ def test_multi_query(arm, gate, dtype, geometry):
     case = build_multi_query_case(np.random.default_rng(n + L), dtype=dtype, h=h, kvh=kvh, L=L, n=n, d=d,
                                   splits=splits, layout=layout)
     out = multi_query_causal(case.q_mx, case.k_mx, case.v_mx, scale=case.scale, splits=splits, arm=arm)
-    ref, base = multi_query_oracles(case)
+    record, ref = multi_query_gate(gate, out, case, case_id=case.id, kernel=KERNEL)
     work = working_dtype(dtype)
-    floor, why = decode_error_floor(ref, work)
-    record = gate.error_ratio(out, ref, base, floor=floor, dtype=work,
-                              why=(f"FlashAttention's rule: at most 2x as far from the float64 oracle as the naive "
-                                   f"causal attention in {work} (the kernel's working precision), plus {why}"),
-                              kernel=KERNEL, case=case.id)
-
     u = UNIT_ROUNDOFF[work]
     eps = 2 * u * float(np.max(np.abs(ref)))
     w = lm_head(d)
@@ -163,13 +157,7 @@ def oracle_gate(gate, case, dtype, splits, arm, suffix: str):
     """A call gated as every case above: FlashAttention's error ratio against the float64 causal oracle (factor 2,
     the naive causal attention in the working precision), with ``decode_error_floor``'s floor."""
     out = multi_query_causal(case.q_mx, case.k_mx, case.v_mx, scale=case.scale, splits=splits, arm=arm)
-    ref, base = multi_query_oracles(case)
-    work = working_dtype(dtype)
-    floor, why = decode_error_floor(ref, work)
-    gate.error_ratio(out, ref, base, floor=floor, dtype=work,
-                     why=(f"FlashAttention's rule: at most 2x as far from the float64 oracle as the naive causal "
-                          f"attention in {work} (the kernel's working precision), plus {why}"),
-                     kernel=KERNEL, case=f"{case.id}-{suffix}")
+    multi_query_gate(gate, out, case, case_id=f"{case.id}-{suffix}", kernel=KERNEL)
 
 
 @pytest.mark.gate

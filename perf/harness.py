@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["KERNEL_STATUSES", "PROTOCOLS", "Case", "Measurement", "batched", "check_count", "perf_record", "Pipelined",
-           "summarize", "synchronizer", "taking_turns", "time_call", "time_case"]
+__all__ = ["KERNEL_STATUSES", "PROTOCOLS", "Case", "Measurement", "TimingSamples", "batched", "check_count", "perf_record",
+           "Pipelined", "summarize", "synchronizer", "taking_turns", "time_call", "time_case"]
 
 PROTOCOLS = ("eval", "pipelined")  # how a timed round waits (module docstring)
 # A perf record's kernel_status (reports/SCHEMA.md): kernel time measured, not asked for, not measurable here,
@@ -70,11 +70,10 @@ class Case:
         return f"{self.benchmark}/{self.kernel}[{self.arm}]/{'x'.join(map(str, self.shape))}/{self.dtype}"
 
 
-@dataclass(frozen=True)
-class Measurement:
-    case: Case
+class TimingSamples:
+    """``median_s`` and ``iqr_s`` of a dataclass's ``samples_s`` (``summarize``): call time and kernel time alike."""
+
     samples_s: tuple[float, ...]
-    kernel: object | None = None  # perf.kernel_time.KernelTime, where kernel time was measured
 
     @property
     def median_s(self) -> float:
@@ -83,6 +82,13 @@ class Measurement:
     @property
     def iqr_s(self) -> float:
         return summarize(self.samples_s)[1]
+
+
+@dataclass(frozen=True)
+class Measurement(TimingSamples):
+    case: Case
+    samples_s: tuple[float, ...]
+    kernel: object | None = None  # perf.kernel_time.KernelTime, where kernel time was measured
 
     @property
     def gbps(self) -> float:

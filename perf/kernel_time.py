@@ -65,7 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perf.harness import check_count, summarize, synchronizer
+from perf.harness import TimingSamples, check_count, synchronizer
 
 __all__ = ["ACTIVITIES", "KERNEL_CALLS", "KERNEL_WARMUP", "SMOKE_SHAPES", "Availability", "DeviceEvent",
            "KernelTime", "KernelTimeError", "availability", "cupti_trace", "device_events", "measure",
@@ -109,7 +109,7 @@ class DeviceEvent:
 
 
 @dataclass(frozen=True)
-class KernelTime:
+class KernelTime(TimingSamples):
     """Kernel-time samples of one case: ``samples_s[i]`` the summed device seconds of call i; ``kernels`` the
     (name, count) of every kernel one call launched, in first-launch order (the same for every call);
     ``spans_s`` first start to last end per call (None where the events carry no times)."""
@@ -118,14 +118,6 @@ class KernelTime:
     kernels: tuple[tuple[str, int], ...]
     timer: str
     spans_s: tuple[float | None, ...] = ()
-
-    @property
-    def median_s(self) -> float:
-        return summarize(self.samples_s)[0]
-
-    @property
-    def iqr_s(self) -> float:
-        return summarize(self.samples_s)[1]
 
     @property
     def per_call(self) -> int:

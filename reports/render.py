@@ -375,7 +375,8 @@ def mutation_score_rows(rows: list[dict]) -> list[dict]:
             **row,
             "score_text": "–" if row.get("score") is None else f"{100.0 * row['score']:.1f}%",
             "interval_text": (f"{100.0 * interval[0]:.1f}% – {100.0 * interval[1]:.1f}%" if interval else
-                              "exact: every mutant ran" if row.get("sampled") is False else "–"),
+                              "exact: every mutant ran" if row.get("sampled") is False else
+                              "chosen ids: no interval" if row.get("chosen") else "–"),
             "sample_text": "?" if population is None else f"{row.get('sample')} of {population}"
                            + (f" ({row['equivalent']} equivalent skipped)" if row.get("equivalent") else ""),
             "apart_text": ", ".join(f"{row[k]} {k.replace('_', ' ')}" for k in ("error", "stale", "left_out")

@@ -71,6 +71,7 @@ __all__ = [
     "kvq4_cases",
     "kvq4_oracles",
     "multi_query_cases",
+    "multi_query_gate",
     "multi_query_oracles",
     "working_dtype",
 ]
@@ -305,6 +306,20 @@ def multi_query_oracles(case: MultiQueryCase) -> tuple[np.ndarray, np.ndarray]:
     q, k, v = (x.astype(np.float32).astype(work) for x in (case.q, case.k, case.v))
     base = attention_ref(q, k, v, scale=case.scale, mask="causal", upcast=False, reorder_ops=True)
     return ref, base
+
+
+def multi_query_gate(gate, out, case: MultiQueryCase, *, case_id: str, kernel: str = "multi_query"):
+    """Gate a multi-query output as every multi-query case is: FlashAttention's error ratio against the float64
+    causal oracle (factor 2, the naive causal attention in the working precision), with ``decode_error_floor``'s
+    floor; returns (the gate's record, the float64 oracle) for gates that follow on the same output."""
+    ref, base = multi_query_oracles(case)
+    work = working_dtype(case.dtype)
+    floor, why = decode_error_floor(ref, work)
+    record = gate.error_ratio(out, ref, base, floor=floor, dtype=work,
+                              why=(f"FlashAttention's rule: at most 2x as far from the float64 oracle as the naive "
+                                   f"causal attention in {work} (the kernel's working precision), plus {why}"),
+                              kernel=kernel, case=case_id)
+    return record, ref
 
 
 # --- thresholds shared by the properties and the parity gates -----------------------

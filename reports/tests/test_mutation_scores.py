@@ -105,6 +105,23 @@ def test_the_report_shows_the_score_table_and_every_survivor_with_its_diff():
     assert 'href="#mutation-scores"' in html
 
 
+def test_a_run_of_chosen_ids_shows_its_score_without_an_interval():
+    """``--ids``: a set chosen for being undetermined is not a random sample; the report says so, no interval."""
+    header = run_record("20261202T010000Z-bbbb", "body", "mlxgate-bodies",
+                        {"paged_attention": {"population": 359, "sampled": 2, "equivalent": 0, "chosen": True}},
+                        seed=None, sample=None, device="gpu", arms=["cuda"], profile="dev")
+    records = [{"schema": 1, **header}] + [
+        generated(f"impl/paged_attention/partial_matrix.metal:0000000{i}:infinity:1", "paged_attention", "killed",
+                  header["run"], file="impl/paged_attention/partial_matrix.metal") for i in range(2)]
+    results = build_results([fixtures.environment()] + records)
+    (row,) = results["mutation_scores"]
+    assert row["chosen"] is True and row["interval"] is None and row["score"] == 1.0
+    html = render.render(results)
+    columns = ("target", "kind", "killed / ran", "score", "95% interval", "sample of population", "apart", "run")
+    (cells,) = [dict(zip(columns, r["cells"])) for r in table_rows(html, "mutation-score-table")]
+    assert cells["95% interval"] == "chosen ids: no interval" and cells["sample of population"] == "2 of 359"
+
+
 def test_catalog_mutants_render_as_before_beside_generated_ones():
     alone = render.render(build_results([fixtures.environment()] + catalog()))
     beside = render.render(build_results([fixtures.environment()] + catalog() + body_run()))
