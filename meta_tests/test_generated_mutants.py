@@ -362,7 +362,8 @@ def test_files_and_ids_choose_the_mutants(capsys):
         with pytest.raises(ValueError, match=name):
             cli.selection(cli.parse_args(["--bodies", *argv]))
     for argv, name in ((["--bodies", "--ids", listed[0], "--sample", "2"], "--ids and --sample"),
-                       (["--python-mutants", "--files", merge], "--files is for --bodies")):
+                       (["--python-mutants", "--files", merge], "--files is for --bodies"),
+                       (["--python-mutants", "--ids", "impl/kv/pool.py:0"], "--ids is for --bodies")):
         with pytest.raises(SystemExit):
             cli.parse_args(argv)
         assert name in capsys.readouterr().err

@@ -62,8 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="--bodies only: only the mutants of these body files (e.g. "
                              "impl/paged_attention/merge.metal); a sample is then of their mutants")
     parser.add_argument("--ids", nargs="+", default=(), metavar="ID",
-                        help="run exactly these mutants (ids as --list prints them), e.g. a second pass over a "
-                             "run's undetermined ones; their score is of a chosen set: no interval")
+                        help="--bodies only: run exactly these mutants (ids as --list prints them), e.g. a second "
+                             "pass over a run's undetermined ones; their score is of a chosen set: no interval")
     add_arm_option(parser, "--bodies only: run the tests on this arm only (cuda on an NVIDIA GPU, metal on a Mac)")
     add_run_options(parser, tests="the tests")
     args = parser.parse_args(argv)
@@ -74,6 +74,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--ids and --sample exclude each other: --ids chooses the mutants, --sample draws them")
     if args.files and not args.bodies:
         parser.error("--files is for --bodies (a Python mutant's file is its target: --targets)")
+    if args.ids and not args.bodies:
+        parser.error("--ids is for --bodies (a Python mutant is built only when drawn: --targets narrows a rerun)")
     if args.python_mutants:
         from . import python
 
