@@ -66,6 +66,13 @@ def print_summary(results: dict, out: Path, html: Path | None, stream=None) -> N
                     else "") if t["mutants"] else "mutants: not run")
     parts.append(f"findings: {t['findings']}")
     say("  " + "; ".join(parts))
+    for row in render.mutation_score_rows(results.get("mutation_scores") or []):
+        # generated mutants, per target (the report's score table): killed / non-equivalent that ran, its interval
+        survivors = len(row.get("survivors") or [])
+        say(f"  generated {row['generated']} mutants {row['target']}: {row['killed']}/{row['ran']} killed "
+            f"({row['score_text']}, 95% {row['interval_text']}; {row['sample_text']})"
+            + (f", {row['apart_text']}" if row["apart_text"] else "")
+            + (f"; {survivors} survivor(s), diffs in the report" if survivors else ""))
     for r in counted_gates(results["records"]):
         if not r.get("passed"):
             say(f"  FAIL {r.get('test_id')}: {r.get('gate')} measured {r.get('measured')} > {r.get('threshold')}"

@@ -8,6 +8,8 @@ totals and table, untouched by generated ones.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mutants.generated.score import run_record, wilson
@@ -103,6 +105,28 @@ def test_the_report_shows_the_score_table_and_every_survivor_with_its_diff():
     assert "+  a &lt;= b; // impl/paged_attention/partial.metal:deadbeef:relational:1" in scores
     assert "impl/paged_attention/partial.metal:105" in scores
     assert 'href="#mutation-scores"' in html
+
+
+def test_the_printed_summary_scores_each_target():
+    """``python -m reports.summary`` prints a line per generated target: killed / ran, score, interval, sample,
+    what was counted apart and how many survived (their diffs are the report's)."""
+    import io
+
+    from reports.summary import print_summary
+
+    results = build_results([fixtures.environment()] + catalog() + body_run() + python_run())
+    stream = io.StringIO()
+    print_summary(results, Path("out"), None, stream=stream)
+    lines = [line.strip() for line in stream.getvalue().splitlines() if line.strip().startswith("generated ")]
+    low, high = wilson(7, 8)
+    assert (f"generated body mutants paged_attention: 7/8 killed (87.5%, 95% {100 * low:.1f}% – {100 * high:.1f}%; "
+            "9 of 240 (6 equivalent skipped)), 1 error; 1 survivor(s), diffs in the report") in lines
+    assert ("generated body mutants normalized_argmax: 4/4 killed (100.0%, 95% exact: every mutant ran; 4 of 4)"
+            in lines)
+    assert any(line.startswith("generated python mutants impl/kv/pool.py: 2/3 killed") for line in lines)
+    stream = io.StringIO()
+    print_summary(build_results([fixtures.environment()] + catalog()), Path("out"), None, stream=stream)
+    assert "generated " not in stream.getvalue()
 
 
 def test_a_run_of_chosen_ids_shows_its_score_without_an_interval():
