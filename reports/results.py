@@ -257,8 +257,3 @@ def jsonable(value: Any) -> Any:
 
 def dump_results(results: dict[str, Any], path: Path | str) -> None:
     Path(path).write_text(json.dumps(jsonable(results), indent=1, sort_keys=True, allow_nan=False) + "\n")
-
-
-def is_finite(value: Any) -> bool:
-    v = number(value)
-    return v is not None and math.isfinite(v)

@@ -89,8 +89,8 @@ GATE_TESTS = ("meta_tests/test_gates.py", "meta_tests/test_metrics.py", "meta_te
               "parity/test_paged_attention.py", "parity/test_kv_parity.py", "parity/test_metal_probes.py",
               "parity/test_decode_e2e.py")
 REPORT_TESTS = ("reports/tests/test_bad_records.py", "reports/tests/test_compare.py", "reports/tests/test_render.py",
-                "reports/tests/test_browser.py", "reports/tests/test_plugin.py", "impl/test_canary.py",
-                "perf/tests/test_harness.py")
+                "reports/tests/test_mutation_scores.py", "reports/tests/test_browser.py", "reports/tests/test_plugin.py",
+                "impl/test_canary.py", "perf/tests/test_harness.py")
 GRAPH = "runs on the graph arm"
 TARGETS: dict[str, Target] = {
     # the graph arms

@@ -78,6 +78,12 @@ def test_results_json_scores_each_target_and_keeps_the_catalog_totals_apart():
     assert pool["run"] == "mutmut-1" and pool["tool"] is None
 
 
+def test_generated_records_without_a_run_record_are_scored():
+    """A Python tool's records alone (no ``mutation_run`` record): still a section, its population unknown."""
+    (row,) = build_results([fixtures.environment()] + python_run())["mutation_scores"]
+    assert (row["target"], row["killed"], row["ran"], row["population"]) == ("impl/kv/pool.py", 2, 3, None)
+
+
 def test_without_generated_records_the_section_is_null():
     results = build_results([fixtures.environment()] + catalog())
     assert results["mutation_scores"] is None
@@ -127,6 +133,29 @@ def test_the_printed_summary_scores_each_target():
     stream = io.StringIO()
     print_summary(build_results([fixtures.environment()] + catalog()), Path("out"), None, stream=stream)
     assert "generated " not in stream.getvalue()
+
+
+def test_the_printed_summary_counts_errors_as_failures_and_names_left_out_mutants():
+    import io
+
+    from reports.summary import print_summary
+
+    tests = [fixtures.outcome_record(f"parity/test_x.py::t{i}", outcome) for i, outcome in
+             enumerate(("passed", "failed", "error", "error", "skipped"))]
+    results = build_results([fixtures.environment()] + tests + catalog())
+    stream = io.StringIO()
+    print_summary(results, Path("out"), None, stream=stream)
+    text = stream.getvalue()
+    assert "tests: 1 passed, 3 failed, 1 skipped" in text
+    assert "mutants: 1/1 killed (1 left out: their arm is not here)" in text  # a left-out mutant ran nothing
+
+
+def test_the_summary_command_describes_itself(capsys):
+    from reports import summary
+
+    with pytest.raises(SystemExit):
+        summary.main(["--help"])
+    assert " ".join(summary.__doc__.splitlines()[0].split()) in " ".join(capsys.readouterr().out.split())
 
 
 def test_a_run_of_chosen_ids_shows_its_score_without_an_interval():

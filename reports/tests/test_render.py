@@ -194,6 +194,27 @@ def test_results_document_fields():
     assert build_results(fixtures.all_pass())["totals"]["mutants"] is None  # absent, not zero
 
 
+def test_the_results_schema_is_the_one_documented():
+    """results.json's ``schema`` is the version reports/SCHEMA.md documents (a reader keys on it)."""
+    from pathlib import Path
+
+    documented = re.findall(r'^## results\.json \(`"schema": (\d+)`\)', (Path(__file__).parents[1] / "SCHEMA.md")
+                            .read_text(), re.M)
+    assert documented == [str(RESULTS_SCHEMA)] and build_results(fixtures.all_pass())["schema"] == 2
+
+
+def test_property_totals_count_each_outcome_and_the_examples():
+    """totals.properties: passed and failed counted by outcome (an error fails), examples summed (a non-finite
+    count written as a string counts nothing)."""
+    def prop(name, outcome, examples):
+        return {"schema": 1, "kind": "property", "nodeid": f"properties/test_x.py::{name}", "outcome": outcome,
+                "examples": examples}
+
+    records = [fixtures.environment(), prop("a", "passed", 100), prop("b", "passed", 40), prop("c", "failed", 7),
+               prop("d", "error", "inf"), prop("e", "flaky", 3)]
+    assert build_results(records)["totals"]["properties"] == {"total": 5, "failed": 2, "passed": 2, "examples": 150}
+
+
 def test_records_from_the_recorder_round_trip(tmp_path):
     """nan/inf measurements go through the recorder as strings and render as numbers."""
     path = tmp_path / "results.jsonl"
