@@ -166,3 +166,12 @@ def test_nonfinite_mismatch_tells_each_class_apart(actual, expected):
         assert found is None
     else:
         assert found is not None and found.index == (1,)
+
+
+@pytest.mark.parametrize("axis", [2, -3, 5])
+def test_kl_refuses_an_axis_past_the_logits_naming_the_range(axis):
+    """An axis outside [-ndim, ndim - 1] is refused with that range in the message (2-axis logits: [-2, 1])."""
+    logits = np.zeros((3, 4))
+    with pytest.raises(ValueError, match=rf"axis must lie in \[-2, 1\] for 2-axis logits, got {axis}"):
+        metrics.kl_divergence(logits, logits, axis=axis)
+    assert metrics.kl_divergence(logits, logits, axis=-2).shape == (4,)  # -ndim is an axis
