@@ -67,6 +67,9 @@ EQUIVALENTS: dict[str, str] = {
     "impl/masks.py:f2235924:core/ReplaceBinaryOperator_BitAnd_Mul:0":
         "bidir[:, None] * bidir[None, :]: bidir is a bool array (refused otherwise, an empty one cast), MLX keeps "
         "bool * bool bool, and the product of 0 / 1 values is their and",
+    "impl/masks.py:72891467:core/ReplaceOrWithAnd:0":
+        "dtype == bool and size == 0 for a NumPy bidir: a non-empty bool array then goes to mx.array as it is, "
+        "not through np.asarray(..., dtype=bool), which for an array already bool is the same array",
     "impl/masks.py:d01839b6:core/ReplaceBinaryOperator_BitAnd_Mul:0":
         "mask * (queries < keys + window): both are bool arrays, MLX keeps bool * bool bool, and the product of "
         "0 / 1 values is their and",
