@@ -367,16 +367,15 @@ def build_context(results: dict) -> dict[str, Any]:
 def mutation_score_rows(rows: list[dict]) -> list[dict]:
     """The generated mutants' score rows (results.json ``mutation_scores``) as display strings: a target's
     killed / non-equivalent that ran, score, 95% interval (a sampled run's), sample of population, counted apart."""
+    from mutants.generated.score import interval_text  # (as results.py: imported only where there are scores)
+
     shown = []
     for row in rows:
-        interval = row.get("interval")
         population = row.get("population")
         shown.append({
             **row,
             "score_text": "–" if row.get("score") is None else f"{100.0 * row['score']:.1f}%",
-            "interval_text": (f"{100.0 * interval[0]:.1f}% – {100.0 * interval[1]:.1f}%" if interval else
-                              "exact: every mutant ran" if row.get("sampled") is False else
-                              "chosen ids: no interval" if row.get("chosen") else "–"),
+            "interval_text": interval_text(row, between=" – ", none="–"),
             "sample_text": "?" if population is None else f"{row.get('sample')} of {population}"
                            + (f" ({row['equivalent']} equivalent skipped)" if row.get("equivalent") else ""),
             "apart_text": ", ".join(f"{row[k]} {k.replace('_', ' ')}" for k in ("error", "stale", "left_out")

@@ -125,11 +125,13 @@ def _chosen(ids, mutants, every):
     known = {m.id: m for m in mutants}
     equivalent = sorted(i for i in ids if i not in known and i in {m.id for m in every})
     unknown = sorted(i for i in ids if i not in known and i not in equivalent)
-    if equivalent or unknown:
-        raise ValueError("--ids: " + "; ".join(
-            text for text in (f"argued equivalent (mutants/generated/equivalents.py): {', '.join(equivalent)}"
-                              if equivalent else "", f"no such mutant: {', '.join(unknown)}" if unknown else "")
-            if text))
+    problems = []
+    if equivalent:
+        problems.append(f"argued equivalent (mutants/generated/equivalents.py): {', '.join(equivalent)}")
+    if unknown:
+        problems.append(f"no such mutant: {', '.join(unknown)}")
+    if problems:
+        raise ValueError("--ids: " + "; ".join(problems))
     chosen = [known[i] for i in dict.fromkeys(ids)]
     population = Counter(m.target for m in mutants)
     strata = {t: {"population": population[t], "sampled": n, "equivalent": 0, "chosen": True}

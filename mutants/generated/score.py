@@ -24,7 +24,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
-__all__ = ["GENERATED", "RUN_KIND", "Z95", "format_table", "run_record", "score_rows", "wilson"]
+__all__ = ["GENERATED", "RUN_KIND", "Z95", "format_table", "interval_text", "run_record", "score_rows", "wilson"]
 
 GENERATED = ("body", "python")
 RUN_KIND = "mutation_run"
@@ -117,13 +117,15 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def interval_text(row: Mapping) -> str:
+def interval_text(row: Mapping, *, between: str = " .. ", none: str = "-") -> str:
+    """A score row's interval in words: ``low<between>high``, or why there is none (every mutant ran: exact; a
+    chosen set; else ``none``). The score table and the HTML report both print it (the report with an en dash)."""
     interval = row.get("interval")
     if interval:
-        return f"{_percent(interval[0])} .. {_percent(interval[1])}"
+        return f"{_percent(interval[0])}{between}{_percent(interval[1])}"
     if row.get("chosen"):
         return "chosen ids: no interval"
-    return "exact (every mutant)" if row.get("sampled") is False else "-"
+    return "exact: every mutant ran" if row.get("sampled") is False else none
 
 
 def format_table(rows: Iterable[Mapping]) -> str:

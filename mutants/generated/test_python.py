@@ -281,7 +281,7 @@ def test_a_run_kills_records_and_scores_the_python_mutants(standin, tmp_path, ca
     assert limit and all(r["status"] == "killed" and r["killed_by"] == "test_masks.py" for r in limit), limit
     (row,) = score_rows([header, *records])
     assert row["killed"] == statuses["killed"] and row["sampled"] is False and row["interval"] is None
-    assert f"{statuses['killed']}/{len(records)}" in out and "exact (every mutant)" in out
+    assert f"{statuses['killed']}/{len(records)}" in out and "exact: every mutant ran" in out
     assert "SURVIVED impl/masks.py:" in out and "+    return a / 3" in out
     assert (standin / "impl/masks.py").read_text().endswith("return a * 3\n\n\nLIMIT = 4\n")
 
