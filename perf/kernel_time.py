@@ -112,12 +112,19 @@ class DeviceEvent:
 class KernelTime(TimingSamples):
     """Kernel-time samples of one case: ``samples_s[i]`` the summed device seconds of call i; ``kernels`` the
     (name, count) of every kernel one call launched, in first-launch order (the same for every call);
-    ``spans_s`` first start to last end per call (None where the events carry no times)."""
+    ``spans_s`` first start to last end per call (None where the events carry no times); ``by_kernel_s`` per
+    kernel name (``kernels``' order) its summed seconds in each call: where a call's time goes (a partial and its
+    merge apart)."""
 
     samples_s: tuple[float, ...]
     kernels: tuple[tuple[str, int], ...]
     timer: str
     spans_s: tuple[float | None, ...] = ()
+    by_kernel_s: tuple[tuple[str, tuple[float, ...]], ...] = ()
+
+    def kernel_medians_s(self) -> dict[str, float]:
+        """Per kernel name, the median over calls of its summed seconds in a call."""
+        return {name: float(np.median(seconds)) for name, seconds in self.by_kernel_s}
 
     @property
     def per_call(self) -> int:
@@ -250,7 +257,7 @@ def summarize_calls(per_call: Sequence[Iterable], *, case_id: str, timer: str) -
     if isinstance(per_call, (str, bytes)) or not isinstance(per_call, Sequence) or not per_call:
         raise TypeError(f"per_call must be a non-empty sequence of per-call event lists, got "
                         f"{type(per_call).__name__}")
-    samples, spans, first = [], [], None
+    samples, spans, first, by_kernel = [], [], None, []
     for i, events in enumerate(per_call):
         kept = device_events(events)
         if not kept:
@@ -271,10 +278,15 @@ def summarize_calls(per_call: Sequence[Iterable], *, case_id: str, timer: str) -
         if not total > 0:
             raise KernelTimeError(f"{case_id}: call {i + 1} of {len(per_call)} recorded zero device time")
         samples.append(total)
+        seconds = Counter()
+        for e in kept:
+            seconds[_named(e)] += e.seconds
+        by_kernel.append(seconds)
         timed = [e for e in kept if e.start_us is not None and e.end_us is not None]
         spans.append((max(e.end_us for e in timed) - min(e.start_us for e in timed)) * 1e-6
                      if len(timed) == len(kept) else None)
-    return KernelTime(tuple(samples), first, timer, tuple(spans))
+    return KernelTime(tuple(samples), first, timer, tuple(spans),
+                      tuple((name, tuple(call[name] for call in by_kernel)) for name, _ in first))
 
 
 def _drain(runtime: str) -> Callable[[], None]:

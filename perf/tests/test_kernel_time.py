@@ -128,13 +128,17 @@ def test_calls_give_one_sample_each_with_their_kernels_and_span():
     fields = result.as_dict()
     assert fields["kernels_per_call"] == 2 and fields["kernel_names"] == [["paged_partial", 1], ["paged_merge", 1]]
     assert fields["kernel_samples_s"] == pytest.approx([69e-6, 71e-6, 67e-6]) and fields["kernel_timer"] == "t"
+    # each kernel's share per call: the partial and the merge apart (what a launch-parameter sweep reads)
+    assert [name for name, _ in result.by_kernel_s] == ["paged_partial", "paged_merge"]
+    assert dict(result.by_kernel_s)["paged_partial"] == pytest.approx((60e-6, 62e-6, 58e-6))
+    assert result.kernel_medians_s() == pytest.approx({"paged_partial": 60e-6, "paged_merge": 9e-6})
 
 
 def test_overlapping_kernels_sum_above_their_span():
     side_by_side = [event("sdpa", 10.0, start=0.0), event("sdpa", 10.0, start=2.0)]
     result = kt.summarize_calls([side_by_side, side_by_side], case_id="c", timer="t")
     assert result.median_s == pytest.approx(20e-6) and result.span_median_s == pytest.approx(12e-6)
-    assert result.kernels == (("sdpa", 2),)
+    assert result.kernels == (("sdpa", 2),) and result.kernel_medians_s() == pytest.approx({"sdpa": 20e-6})
 
 
 def test_the_same_kernels_in_another_order_are_the_same_call():
