@@ -411,13 +411,23 @@ def lacking_kernel_time(documents) -> list[str]:
     return [c for c in shared if len({has_figure(other[c], "kernel") for other in cases}) == 2]
 
 
+def _comparable(name: str, value):
+    """``value`` of kernel field ``name`` as pooling compares it: ``kernel_names`` as a multiset (sorted), since a
+    call of several streams starts the same kernels in another order from one process to the next (MLX's gather +
+    dequantize + SDPA control on the H200: ``copy_g_nd`` before or after ``set_mm_device_pointers_nd``), the same
+    work that ``perf.kernel_time`` already accepts between the calls of one process."""
+    if name == "kernel_names" and isinstance(value, list):
+        return sorted((str(n), int(c)) for n, c in value)
+    return value
+
+
 def _pool_kernel(case_id: str, entries: dict[str, dict], n_processes: int, agree,
                  partial_kernel_time: str = "refuse") -> dict:
     """The pooled kernel-time fields of one case from its entry in each source (``entries``: source -> entry):
     none when no source measured kernel time, else every source must have (or, with ``"leave_out"``, none
     when some lack it and the case's gate judges call time)."""
     for name in _KERNEL_DESCRIPTION:
-        agree(f"{case_id} {name}", {s: e.get(name) for s, e in entries.items()})
+        agree(f"{case_id} {name}", {s: _comparable(name, e.get(name)) for s, e in entries.items()})
     known = {name: next((e[name] for e in entries.values() if e.get(name) is not None), None)
              for name in _KERNEL_DESCRIPTION}
     measured = [s for s, e in entries.items() if has_figure(e, "kernel")]

@@ -105,18 +105,30 @@ METAL_FUNC Wide4 load4(const constant T* p) {
 #define PAGED_THREAD_MEM thread
 #endif
 
+// A K / V load. Each row is read once per call, by one SIMD group: on CUDA an evict-first load (ld.global.cs,
+// __ldcs), so the rows streaming through do not push out of L1 / L2 what is reused (q, the block table). H200
+// kernel time of the matrix partial's variants (records/h200-cuda/matrix-partial-loads/): 32/8/D128/N32k 40.5-40.7
+// against 42.6-43.3 us for plain loads, N128k 135.6-136.0 against 137.6-138.2, 8/1/N32k 16.5 against 16.4-17.1;
+// ld.global.nc, an L2 256-byte prefetch hint, L1::no_allocate and a prefetch of the next step's rows into L2 gained
+// nothing or lost (the prefetch 4-9%). Metal has no cache hint on a load: a plain one.
+#if defined(__CUDACC__)
+#define STREAM_LOAD(VecT, p) __ldcs((const VecT*)(p))
+#else
+#define STREAM_LOAD(VecT, p) (*((const DEVICE_MEM VecT*)(p)))
+#endif
+
 // W 32-bit words of a row segment (W even; the segment 16-byte aligned when W is a multiple of 4, else 8-byte):
 // 16-byte loads where W allows, else 8-byte ones.
 template <uint W>
 METAL_FUNC void load_words(const DEVICE_MEM uint* p, PAGED_THREAD_MEM uint (&w)[W]) {
   if (W % 4 == 0) {
     for (uint i = 0; i < W; i += 4) {
-      const uint4 x = ((const DEVICE_MEM uint4*)p)[i / 4];
+      const uint4 x = STREAM_LOAD(uint4, p + i);
       w[i] = x.x; w[i + 1] = x.y; w[i + 2] = x.z; w[i + 3] = x.w;
     }
   } else {
     for (uint i = 0; i < W; i += 2) {
-      const uint2 x = ((const DEVICE_MEM uint2*)p)[i / 2];
+      const uint2 x = STREAM_LOAD(uint2, p + i);
       w[i] = x.x; w[i + 1] = x.y;
     }
   }

@@ -389,6 +389,24 @@ def test_kernel_samples_pool_per_process_and_judge_by_the_same_rule(monkeypatch,
         store.pool_documents([judged, bare], ["a.json", "b.json"], partial_kernel_time="leave_out")
 
 
+def test_processes_that_start_the_same_kernels_in_another_order_pool(monkeypatch, tmp_path):
+    """The kernels of a call are a multiset: two processes that recorded them in another start order (a call of
+    several streams) pool, keeping the first document's order; another kernel, or another count, is refused."""
+    first = _kernel_baseline(monkeypatch, tmp_path, [10.0, 10.5, 11.0], "a.json")
+    second = _kernel_baseline(monkeypatch, tmp_path, [11.0, 11.5, 12.0], "b.json")
+    names = [["partial_kernel", 1], ["merge_kernel", 1]]  # a call of two kernels, as paged decode's
+    for document in (first, second):
+        document["benchmarks"][CASE_ID].update(kernel_names=names, kernels_per_call=2)
+    second["benchmarks"][CASE_ID]["kernel_names"] = names[::-1]
+    pooled = store.pool_documents([first, second], ["a.json", "b.json"])
+    assert pooled["benchmarks"][CASE_ID]["kernel_names"] == names
+    for changed in ([names[0], [names[1][0], names[1][1] + 1]], [names[0], ["another_kernel", names[1][1]]]):
+        other = json.loads(json.dumps(second))
+        other["benchmarks"][CASE_ID]["kernel_names"] = changed
+        with pytest.raises(ValueError, match=re.escape(f"cannot pool: {CASE_ID} kernel_names differs")):
+            store.pool_documents([first, other], ["a.json", "b.json"])
+
+
 def test_baselines_refuse_a_kernel_figure_they_cannot_judge(monkeypatch, tmp_path):
     document = _kernel_baseline(monkeypatch, tmp_path, [10.0, 11.0])
     entry = document["benchmarks"][CASE_ID]
