@@ -21,7 +21,10 @@ range apart, both bodies, the error-ratio gate above: a combine or merge that
 rescales against any max but the largest of them overflows (NaN).
 ``test_no_score_above_zero``: every score far below zero, or exactly zero, both
 bodies, the same gate: a max that starts at 0, or a "no visible token" test
-against 0, gives 0 / 0. ``test_a_body_named_at_run_time_is_that_body``: ``body``
+against 0, gives 0 / 0. ``test_q_times_scale_is_formed_in_the_dtype``: at a scale
+that is not a power of two, two tokens whose order the rounding of ``q * scale``
+to T decides, NMSE against the oracle on MLX's T product: a body that skips or
+adds that rounding moves the output ~100 times the limit. ``test_a_body_named_at_run_time_is_that_body``: ``body``
 is compared by value, not identity (a name built at run time is no interned literal).
 
 And one MLX fact the graph arm is built around, recorded as a finding: the
@@ -40,11 +43,12 @@ import pytest
 from impl.kvq4_decode import BODIES, KV4_DECODE_BLOCK, SUB, THREADGROUP_MEMORY, kvq4_decode, threadgroup_bytes
 from impl.recent_calls import RecentCalls
 from properties.strategies import (EXP_OVERFLOW, EXP_UNDERFLOW, PEAK_HIGH, PEAK_LOW, SCORE_LEVELS, build_kvq4_case,
+                                   plant_rounding_pair,
                                    decode_error_floor, hoeffding_kl_limit, kvq4_oracles, lm_head, peak_gap,
                                    score_level_peaks, segment_score_maxima)
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
-from reference.attention import UNIT_ROUNDOFF
+from reference.attention import UNIT_ROUNDOFF, attention_ref
 
 DTYPES = ["bfloat16", "float16", "float32"]
 # (H, KVH, N, block, layout); block None: the caller passes none (the body picks: direct from N and the heads,
@@ -174,6 +178,52 @@ def test_no_score_above_zero(arm, gate, body, dtype, geometry, level):
     # "floor": every weight exp(s - 0) must be 0 in float32 for a max that starts at 0 to show
     assert top == 0.0 if level == "zero" else top < -EXP_UNDERFLOW, f"{level}: the largest score is {top}"
     oracle_gate(gate, case, body, arm, f"level-{level}")
+
+
+# q * scale is formed in T, MLX's op (the contract): the seed body takes it from MLX, the direct body rounds the
+# product in its kernel (ROUND_Q). At the other cases' scale, D^-1/2 = 1/16, every product is exact and the rounding
+# invisible. Here scale 0.1 (0.10009765625 in bfloat16, 0.0999755859375 in float16) and ``plant_rounding_pair``: two
+# tokens whose scores (100) are equal against the rounded products and about 2 u * 100 apart against the unrounded
+# ones, every other score a few units. The oracle is float64 attention on MLX's T product (scale 1). The kernel's
+# one rounding past it is its output's to T, |o - o*| <= u |o*| per element, so NMSE <= u^2 (its float32 softmax and
+# sums add ~1e-12; the graph arm measures 0.17-0.20 u^2 on random cases); the unrounded reading must miss that limit
+# by far (asserted: >= 100 u^2), so a body that drops the rounding, or rounds where MLX does not, fails.
+ROUNDING_GEOMETRIES = [
+    (8, 2, 300, 100, "contiguous"),  # GQA 4
+    (16, 2, 1000, 256, "window"),  # GQA 8, a view
+]
+ROUNDING_SCALE = 0.1
+ROUNDING_DTYPES = ["bfloat16", "float16"]  # float32: q * scale rounds nowhere the oracle does not
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("geometry", ROUNDING_GEOMETRIES, ids=geometry_id)
+@pytest.mark.parametrize("dtype", ROUNDING_DTYPES)
+@pytest.mark.parametrize("body", BODIES)
+def test_q_times_scale_is_formed_in_the_dtype(arm, gate, body, dtype, geometry):
+    from functools import partial
+
+    h, kvh, n, block, layout = geometry
+    plant = partial(plant_rounding_pair, tokens=(n // 3, n - 2), score=100.0, scale=ROUNDING_SCALE, token_axis=2,
+                    dtype=dtype)
+    case = build_kvq4_case(np.random.default_rng(n), dtype=dtype, h=h, kvh=kvh, n=n, block=block, layout=layout,
+                           plant=plant)
+    if body == "seed" and threadgroup_bytes(case.rep) > THREADGROUP_MEMORY.get(arm, float("inf")):
+        pytest.skip(f"GQA {case.rep} needs {threadgroup_bytes(case.rep)} bytes of threadgroup memory, "
+                    f"more than the {arm} arm has ({THREADGROUP_MEMORY[arm]})")
+    product = case.q_mx * ROUNDING_SCALE  # MLX's op: the scale cast to T, the product rounded to T
+    ref = attention_ref(metrics.as_f64(product), case.k32, case.v32, scale=1.0)
+    scale_t = float(mx.array(ROUNDING_SCALE, dtype=product.dtype).astype(mx.float32).item())
+    unrounded = attention_ref(case.q.astype(np.float64) * scale_t, case.k32, case.v32, scale=1.0)
+    u = UNIT_ROUNDOFF[dtype]
+    apart = metrics.nmse(unrounded, ref)
+    assert apart >= 100 * u**2, f"the unrounded reading is only {apart / u**2:.1f} u^2 from the oracle"
+    out = kvq4_decode(case.q_mx, case.keys, case.values, scale=ROUNDING_SCALE, block=block, body=body, arm=arm)
+    gate.nmse(out, ref, limit=u**2,
+              why=(f"u^2 = {u**2:.3g}: the output's one rounding to {dtype} (|o - o*| <= u |o*|, u = {u:g}) past "
+                   f"the float64 oracle on MLX's {dtype} q * scale; float32's softmax and sums add ~1e-12. The "
+                   f"unrounded q * scale lies {apart / u**2:.0f} u^2 away"),
+              kernel=KERNEL, case=f"{case.id}-scale{ROUNDING_SCALE}")
 
 
 def test_float32_matmul_precision(gate):

@@ -56,6 +56,7 @@ __all__ = [
     "MX_DTYPES",
     "numpy_dtype",
     "peak_gap",
+    "plant_rounding_pair",
     "plant_score_peaks",
     "score_level_peaks",
     "score_peaks",
@@ -317,6 +318,36 @@ def plant_score_peaks(q: np.ndarray, k: np.ndarray, peaks, *, scale: float, toke
         row[token_axis] = token
         key = np.zeros(k[tuple(row)].shape, np.float64)
         key[..., 0] = score / (scale * PEAK_QUERY)
+        k[tuple(row)] = key.astype(np.float32).astype(np_dtype)
+    return q, k
+
+
+def plant_rounding_pair(q: np.ndarray, k: np.ndarray, tokens: tuple[int, int], *, score: float, scale: float,
+                        token_axis: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """(q, k) where the rounding of ``q * scale`` to ``dtype`` decides between two tokens: every query row holds in
+    dims 0 and 1 the values of ``dtype`` in [1, 2) whose product with ``scale`` (``scale`` as ``dtype`` holds it, the
+    product exact in float64) rounds up and down the most, relative; token ``tokens[0]``'s key is ``(x, 0, ...)`` and
+    ``tokens[1]``'s ``(0, y, 0, ...)``, with ``x`` and ``y`` (rounded to ``dtype``) making both scores ``score``
+    against the rounded products. Against the unrounded ones the two scores then differ by up to
+    ``score * 2 * u`` (u the dtype's unit roundoff; at score 100 and scale 0.1: 0.61 in bfloat16, 0.097 in float16)
+    and the softmax splits them otherwise; the other keys keep their values, their scores a few units, far below. A kernel that
+    rounds ``q * scale`` where the contract does not (or the reverse) moves the output by about a tenth of
+    ``|v_a - v_b|``. ``scale`` must not be a power of two (every product would be exact)."""
+    np_dtype = numpy_dtype(dtype)
+    s = float(np.float64(np.float32(scale).astype(np_dtype)))
+    if s <= 0 or np.log2(s) == np.round(np.log2(s)):
+        raise ValueError(f"scale={scale!r} must be positive and not a power of two in {dtype} (products exact)")
+    candidates = np.unique(np.linspace(1.0, 2.0, 4096, endpoint=False).astype(np_dtype)).astype(np.float64)
+    rounded = (candidates * s).astype(np_dtype).astype(np.float64)
+    relative = (rounded - candidates * s) / (candidates * s)  # the rounding's relative error, exact in float64
+    up, down = candidates[np.argmax(relative)], candidates[np.argmin(relative)]
+    q, k = q.copy(), k.copy()
+    q[..., 0], q[..., 1] = up, down
+    for token, dim, value in ((tokens[0], 0, up), (tokens[1], 1, down)):
+        row = [slice(None)] * k.ndim
+        row[token_axis] = token
+        key = np.zeros(k[tuple(row)].shape, np.float64)
+        key[..., dim] = score / float(np.float64(value * s).astype(np_dtype))
         k[tuple(row)] = key.astype(np.float32).astype(np_dtype)
     return q, k
 

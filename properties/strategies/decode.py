@@ -166,9 +166,12 @@ def _fma_dequantize(packed: np.ndarray, scales: np.ndarray, biases: np.ndarray) 
 
 
 def build_kvq4_case(rng: np.random.Generator, *, dtype: str, h: int, kvh: int, n: int, block: int = 512,
-                    layout: str = "contiguous", amplitude: float = 1.0, peaks=(), seed: int = 0) -> Kvq4Case:
+                    layout: str = "contiguous", amplitude: float = 1.0, peaks=(), plant=None,
+                    seed: int = 0) -> Kvq4Case:
     """A case from explicit parameters (``kvq4_cases`` draws them; parity tests pass them). ``peaks``:
-    ``(token, score)`` pairs planted in q and the keys before they are quantized (``attention.plant_score_peaks``)."""
+    ``(token, score)`` pairs planted in q and the keys before they are quantized (``attention.plant_score_peaks``).
+    ``plant``: a function ``(q, k) -> (q, k)`` applied after them, before the keys are quantized (e.g.
+    ``attention.plant_rounding_pair`` with its other arguments bound)."""
     np_dtype = numpy_dtype(dtype)
     q = (amplitude * rng.standard_normal((1, h, 1, HEAD_DIM))).astype(np_dtype)
     planes, seen = {}, {}
@@ -176,6 +179,8 @@ def build_kvq4_case(rng: np.random.Generator, *, dtype: str, h: int, kvh: int, n
         x = rng.standard_normal((1, kvh, n, HEAD_DIM)).astype(np_dtype)
         if peaks and name == "keys":
             q, x = plant_score_peaks(q, x, peaks, scale=HEAD_DIM ** -0.5, token_axis=2, dtype=dtype)
+        if plant is not None and name == "keys":
+            q, x = plant(q, x)
         packed, scales, biases = quant_ref.quantize(x, group_size=GROUP_SIZE, bits=4)
         planes[name] = QuantizedKV(cache_view(packed, None, layout, rng), cache_view(scales, dtype, layout, rng),
                                    cache_view(biases, dtype, layout, rng))
