@@ -279,6 +279,8 @@ ATTEND_CASES = [
     # 5-D: a q or mask of one more leading axis is no [1, Hq, n, D] / [B, Hq, n, keys] (SDPA would broadcast it)
     ("q 5-d", dict(q=mx.zeros((1, 4, 1, 32, 32), mx.float16)), ValueError, r"q must be \[1, Hq, n, 32\]"),
     ("mask 5-d", dict(mask=mx.ones((1, 1, 1, 1, 6), dtype=mx.bool_)), ValueError, "does not broadcast"),
+    # a mask of batch 0 broadcasts the one query to no batch at all: no [1, Hq, n, keys]
+    ("mask batch 0", dict(mask=mx.ones((0, 4, 1, 6), dtype=mx.bool_)), ValueError, "does not broadcast"),
 ]
 
 
@@ -359,6 +361,13 @@ def test_a_row_that_never_had_an_append_is_all_padding():
     empty.merge_rows([PagedKVCache(8, BLOCK), PagedKVCache(8, BLOCK)])
     with pytest.raises(ValueError, match="empty"):
         empty.fetch()
+    # keys and values of different head dims: the empty row's padding takes each plane's own shape
+    wide = KvSpec(2, 32, 48, "float16")
+    batch = PagedKvRows(8, BLOCK)
+    batch.merge_rows([PagedKVCache(8, BLOCK), paged(wide, 3)])
+    keys, values = batch.fetch()
+    assert keys.shape == (2, 2, 3, 32) and values.shape == (2, 2, 3, 48)
+    assert not mx.any(keys[0]).item() and not mx.any(values[0]).item() and batch.left_pad == [3, 0]
 
 
 # The module-level helpers the caches are built from are public too (``impl.kv.__all__``).
@@ -446,6 +455,16 @@ def test_more_than_256_rows_are_one_batch():
     view = rows_cache.append_and_fetch(keys, values)
     got = view.attend(random_kv(4, spec, 1, batch)[0], 1.0)
     assert_bytes(got, host_bytes(values), "each row's one key: its attention is its one value")
+
+
+def test_more_than_256_heads_and_dims_are_compared_by_value():
+    """Shapes past CPython's small-int cache (256) are distinct int objects each time MLX reports them: a second
+    append of the same geometry must match by value."""
+    spec = KvSpec(300, 1, 260, "float16")
+    cache = PagedKVCache(4, 2)
+    cache.append(*random_kv(1, spec, 1))
+    cache.append(*random_kv(2, spec, 1))
+    assert cache.offset == 2 and cache.pool.num_kv_heads == 300 and cache.pool.v_head_dim == 260
 
 
 def test_a_batch_without_rows_is_empty():

@@ -131,12 +131,19 @@ def test_pool_exhausted_when_max_blocks_is_reached_and_nothing_changes():
 
 
 def test_pool_alloc_and_grow_raise_pool_exhausted():
+    """Each with its typed fields (needed, available: free plus the growth still allowed, max_blocks) and the
+    pool as it was."""
     pool = BlockPool(1, 4, 1, 32, max_blocks=2)
     pool.alloc()
-    with pytest.raises(PoolExhausted):
+    before = (pool.num_blocks, pool.free_list)
+    with pytest.raises(PoolExhausted) as info:
         pool.alloc()
-    with pytest.raises(PoolExhausted):
+    assert (info.value.needed, info.value.available, info.value.max_blocks) == (1, 0, 2)
+    assert "1 block(s) needed, 0 available (max_blocks=2)" in str(info.value)
+    with pytest.raises(PoolExhausted) as info:
         pool.grow(3)
+    assert (info.value.needed, info.value.available, info.value.max_blocks) == (2, 1, 2)  # 2 more, 1 allowed
+    assert (pool.num_blocks, pool.free_list) == before
     pool.grow(2)
     assert pool.alloc() == 1
 

@@ -187,6 +187,7 @@ BAD_INPUTS = {
     "head_dim": (lambda c: dict(q=mx.zeros((1, 4, 1, 128), mx.bfloat16)), ValueError, "head dim D=128"),
     "two_rows": (lambda c: dict(q=mx.zeros((1, 4, 2, 256), mx.bfloat16)), ValueError, "one query row"),
     "batch": (lambda c: dict(q=mx.zeros((2, 4, 1, 256), mx.bfloat16)), ValueError, "one query row"),
+    "q_5d": (lambda c: dict(q=mx.zeros((1, 4, 1, 256, 1), mx.bfloat16)), ValueError, "one query row"),
     "odd_gqa": (lambda c: dict(q=mx.zeros((1, 6, 1, 256), mx.bfloat16)), ValueError, "GQA factor 3 must be even"),
     "heads": (lambda c: dict(q=mx.zeros((1, 5, 1, 256), mx.bfloat16)), ValueError, "not a multiple"),
     "q_dtype": (lambda c: dict(q=c.q_mx.astype(mx.float16)), ValueError, "keys.scales has dtype"),

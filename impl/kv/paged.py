@@ -96,15 +96,15 @@ class PagedKVCache:
             if self.quantization is not None:
                 self.quantization.check_divides(g.head_dim, "head_dim")
                 self.quantization.check_divides(g.v_head_dim, "v_head_dim")
-            free, num = 0, 0
         else:
             p = self.pool
             check_same_geometry(g, num_kv_heads=p.num_kv_heads, head_dim=p.head_dim, v_head_dim=p.v_head_dim,
                                 dtype=p.dtype)
-            free, num = p.free_blocks, p.num_blocks
         if self.max_blocks is not None:
-            if self.pool is None:
+            if self.pool is None:  # the pool the append will make: all of its blocks free
                 free = num = self._initial_blocks(self.capacity_tokens, self.block_size)
+            else:
+                free, num = self.pool.free_blocks, self.pool.num_blocks
             needed = pool_blocks_for(self.offset + g.tokens, self.block_size) - len(self._table)
             available = free + self.max_blocks - num
             if needed > available:

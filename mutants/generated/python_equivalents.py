@@ -94,6 +94,11 @@ EQUIVALENTS: dict[str, str] = {
         "weight = where(m < -inf, 0, exp(m - top)): where m is -inf, top (the max over splits) is above -inf and "
         "exp(-inf - top) is the 0.0 the where gave, or every split is -inf (only with infinite inputs: a row always "
         "sees key 0) and num / den is 0 / 0 = NaN either way",
+    "impl/multi_query/graph.py:6a64979c:core/ReplaceUnaryOperator_Delete_USub:0":
+        "weight = where(m == +inf, 0, exp(m - top)): for finite scores m is finite or -inf, so the where takes "
+        "exp(m - top), the 0.0 it gave for m = -inf (top is above -inf: a row always sees key 0); a split with m = "
+        "+inf (an overflowed score) makes top +inf, and the output is NaN either way: exp(inf - inf) in the "
+        "original, 0 / 0 in the mutant (every other weight exp(m - inf) = 0)",
     "impl/multi_query/graph.py:e045972d:core/ReplaceUnaryOperator_Delete_USub:1":
         "k is [KVH, splits, blocks, bk, D], so k[:, :, b] has 4 axes and swapaxes(-1, 2) is swapaxes(-1, -2)",
     "impl/multi_query/graph.py:e045972d:core/ReplaceUnaryOperator_USub_UAdd:1":
@@ -138,6 +143,8 @@ EQUIVALENTS: dict[str, str] = {
     "impl/kv/paged.py:cd474ec1:core/ReplaceComparisonOperator_LtE_Eq:0":
         "while len(table) == block: the table holds ceil((offset + written) / size) blocks at the loop, so block "
         "(floor of the same) is len(table) - 1 or len(table), and <= holds exactly when == does",
+    "impl/kv/rows.py:e3f57d2a:core/ReplaceComparisonOperator_NotEq_Lt:0":
+        "len(set(keep)) < len(keep): the set of keep's entries never holds more than keep does, so < and != agree",
     "impl/kv/rows.py:a711b0dc:core/NumberReplacer:1":
         "self._rows[-1] inside len(self._rows) == 1: the one row, as [0]",
     "impl/kv/view.py:1c27aa55:core/ReplaceComparisonOperator_Gt_NotEq:0":
