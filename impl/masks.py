@@ -53,7 +53,7 @@ def create_causal_mask(N: int, offset: int = 0, window: int | None = None) -> mx
     # A window as long as the keys cuts nothing (queries - keys < offset + N): skipping it keeps a huge window out
     # of MLX's int32 arithmetic, where it raised std::bad_cast.
     if window is not None and window < offset + N:
-        mask = mask & (queries < keys + window)
+        mask = mx.logical_and(mask, queries < keys + window)
     return mask
 
 

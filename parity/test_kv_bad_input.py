@@ -196,6 +196,8 @@ CONSTRUCTORS = [
     ("block_size 0", lambda: PagedKVCache(8, 0), ValueError, "block_size"),
     ("block_size negative", lambda: PagedKvRows(8, -2), ValueError, "block_size"),
     ("pool block_size 0", lambda: BlockPool(2, 0, 1, 32), ValueError, "block_size"),
+    ("pool no kv heads", lambda: BlockPool(2, 4, 0, 32), ValueError, "num_kv_heads"),
+    ("pool head_dim 0", lambda: BlockPool(2, 4, 1, 0), ValueError, "head_dim"),
     ("capacity negative", lambda: PagedKVCache(-1, 4), ValueError, "capacity_tokens"),
     ("rows capacity negative", lambda: PagedKvRows(-8, 4), ValueError, "capacity_tokens"),
     ("bits 3", lambda: Quantization(3, 32), ValueError, "bits"),
@@ -278,6 +280,7 @@ ATTEND_CASES = [
     ("causal past the keys", dict(q=mx.zeros((1, 4, 7, 32), mx.float16), mask="causal"), ValueError, "length=6"),
     # 5-D: a q or mask of one more leading axis is no [1, Hq, n, D] / [B, Hq, n, keys] (SDPA would broadcast it)
     ("q 5-d", dict(q=mx.zeros((1, 4, 1, 32, 32), mx.float16)), ValueError, r"q must be \[1, Hq, n, 32\]"),
+    ("q head dim short", dict(q=mx.zeros((1, 4, 1, 16), mx.float16)), ValueError, r"q must be \[1, Hq, n, 32\]"),
     ("mask 5-d", dict(mask=mx.ones((1, 1, 1, 1, 6), dtype=mx.bool_)), ValueError, "does not broadcast"),
     # a mask of batch 0 broadcasts the one query to no batch at all: no [1, Hq, n, keys]
     ("mask batch 0", dict(mask=mx.ones((0, 4, 1, 6), dtype=mx.bool_)), ValueError, "does not broadcast"),

@@ -35,6 +35,7 @@ float32 matmuls with TF32 tensor cores unless ``MLX_ENABLE_TF32=0``).
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import mlx.core as mx
 import numpy as np
@@ -201,8 +202,6 @@ ROUNDING_DTYPES = ["bfloat16", "float16"]  # float32: q * scale rounds nowhere t
 @pytest.mark.parametrize("dtype", ROUNDING_DTYPES)
 @pytest.mark.parametrize("body", BODIES)
 def test_q_times_scale_is_formed_in_the_dtype(arm, gate, body, dtype, geometry):
-    from functools import partial
-
     h, kvh, n, block, layout = geometry
     plant = partial(plant_rounding_pair, tokens=(n // 3, n - 2), score=100.0, scale=ROUNDING_SCALE, token_axis=2,
                     dtype=dtype)
@@ -284,6 +283,26 @@ def test_compiled_calls_keep_a_bounded_trace_per_length(monkeypatch, body):
     monkeypatch.undo()
     check_bounded_trace_cache(getattr(kvq4, name), ("cuda", 0.0625, block),
                               lambda n: (((1, 8, 1, 256), mx.bfloat16), ((1, 2, n, 32), mx.uint32)))
+
+
+def test_a_seed_block_past_every_token_is_clamped_to_sub_times_n(monkeypatch):
+    """The seed body's block is clamped to SUB * N (its contract: from there on every token is in the first
+    sub-chunk, the same numbers as any larger block), no lower: a block below it is the partition asked for. Read
+    where the validated call hands the block to the graph arm (the compiled arms take it the same way)."""
+    import impl.kvq4_decode as kvq4
+
+    n = 97
+    case = build_kvq4_case(np.random.default_rng(0), dtype="bfloat16", h=4, kvh=2, n=n)
+    handed = []
+    run = kvq4._graph_call
+    monkeypatch.setattr(kvq4, "_graph_call", lambda q, k, v, scale, block, body: (
+        handed.append(block) or run(q, k, v, scale, block, body)))
+    monkeypatch.setattr(kvq4, "_RECENT", RecentCalls(16))
+    asked = [n + SUB + 1, SUB * n - 1, SUB * n, SUB * n + 1, 10**6]
+    outs = [kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, block=b, body="seed", arm="graph")
+            for b in asked]
+    assert handed == [n + SUB + 1, SUB * n - 1, SUB * n, SUB * n, SUB * n]
+    assert all(mx.array_equal(outs[2], o).item() for o in outs[3:]), "blocks past SUB * N: the same numbers"
 
 
 @pytest.mark.parametrize("body", BODIES)

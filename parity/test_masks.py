@@ -55,6 +55,17 @@ def test_batched_decode_mask_matches_oracle(gate, data, batch, tokens, offset, w
                case=f"B{batch}-t{tokens}-total{total}-pad{left_pad}-w{window}", what="batched_decode_mask vs reference")
 
 
+def test_bidir_of_numpy_bools_and_batches_past_256():
+    """A list of NumPy bools is a sequence of bools (MLX's mx.array refuses np.bool_ entries: the mask converts
+    them), and a batch past CPython's small ints (256) is matched to left_pad by value."""
+    got = masks.bidirectional_mask(3, None, [np.True_, np.False_, np.True_])
+    assert mx.array_equal(got, masks.bidirectional_mask(3, None, [True, False, True])).item()
+    batch = 300
+    got = masks.batched_decode_mask(batch, 1, 5, [b % 4 for b in range(batch)], None)
+    assert got.shape == (batch, 1, 1, 5) and got.dtype == mx.bool_
+    assert [int(mx.sum(got[b]).item()) for b in (0, 1, 299)] == [5, 4, 2]  # keys left_pad .. 4 of 5
+
+
 BAD_CALLS = [
     (lambda: masks.create_causal_mask(-1, 0), ValueError, "N"),
     (lambda: masks.create_causal_mask(2, -1), ValueError, "offset"),

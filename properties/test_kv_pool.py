@@ -130,6 +130,22 @@ def test_pool_exhausted_when_max_blocks_is_reached_and_nothing_changes():
     assert cache.offset == 6
 
 
+def test_an_append_past_max_blocks_counts_the_free_blocks_and_the_growth_left():
+    """available = free + max_blocks - num_blocks, with free blocks in the pool: 1 free of 2, max_blocks 4, so
+    3 can still be had; an append that needs 4 is refused before anything changes, one that needs 3 fits."""
+    spec = KvSpec(1, 32, 32, "float16")
+    cache = PagedKVCache(4, 2, max_blocks=4)  # 2 blocks of 2 tokens
+    cache.append(*random_kv(0, spec, 2))  # one block taken, one free
+    assert (cache.pool.num_blocks, cache.pool.free_blocks) == (2, 1)
+    before = (cache.offset, cache.block_table, cache.pool.free_list, cache.pool.num_blocks)
+    with pytest.raises(PoolExhausted) as info:
+        cache.append(*random_kv(1, spec, 8))
+    assert (info.value.needed, info.value.available, info.value.max_blocks) == (4, 3, 4)
+    assert (cache.offset, cache.block_table, cache.pool.free_list, cache.pool.num_blocks) == before
+    cache.append(*random_kv(2, spec, 6))
+    assert cache.offset == 8 and cache.pool.num_blocks == 4
+
+
 def test_pool_alloc_and_grow_raise_pool_exhausted():
     """Each with its typed fields (needed, available: free plus the growth still allowed, max_blocks) and the
     pool as it was."""

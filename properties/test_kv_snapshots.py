@@ -178,3 +178,19 @@ def test_impl_kv_never_assigns_into_a_subscript():
                 [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
             offenders += [f"{path.name}:{node.lineno}" for t in targets if isinstance(t, ast.Subscript)]
     assert not offenders, f"in-place subscript assignment at {offenders}"
+
+
+def test_views_are_compared_by_identity():
+    """A view is the snapshot object itself: another view over the same rows, or a copy of a row's view, is
+    another view (no field-wise equality: a view's arrays have no single truth value, and both view types keep
+    the one rule), and each hashes as itself."""
+    from dataclasses import replace
+
+    from impl.kv import RowsAttentionView
+
+    spec = KvSpec(2, 32, 32, "float16")
+    view = start_rows(spec).append_and_fetch(*random_kv(9, spec, 1, 2))
+    again = RowsAttentionView(view.rows, view.left_pad)
+    assert view == view and again != view and len({view, again}) == 2
+    row = view.rows[0]
+    assert replace(row) != row and len({row, replace(row)}) == 2

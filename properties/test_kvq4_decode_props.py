@@ -161,8 +161,9 @@ def test_direct_body_refuses_a_cache_past_float32_integers():
     case = small_case()
     n = 2**24
     planes = QuantizedKV(*(mx.broadcast_to(p[:, :, :1], (1, 2, n, p.shape[-1])) for p in case.keys[:3]))
-    with pytest.raises(ValueError, match=r"N=16777216 positions; body='direct'"):
-        kvq4_decode(case.q_mx, planes, planes, scale=case.scale, body="direct", arm="graph")
+    for body in ("direct", "".join(("dir", "ect"))):  # a literal and a name built at run time (not interned)
+        with pytest.raises(ValueError, match=r"N=16777216 positions; body='direct'"):
+            kvq4_decode(case.q_mx, planes, planes, scale=case.scale, body=body, arm="graph")
 
 
 def test_eligibility_follows_the_seed():
@@ -190,6 +191,7 @@ BAD_INPUTS = {
     "q_5d": (lambda c: dict(q=mx.zeros((1, 4, 1, 256, 1), mx.bfloat16)), ValueError, "one query row"),
     "odd_gqa": (lambda c: dict(q=mx.zeros((1, 6, 1, 256), mx.bfloat16)), ValueError, "GQA factor 3 must be even"),
     "heads": (lambda c: dict(q=mx.zeros((1, 5, 1, 256), mx.bfloat16)), ValueError, "not a multiple"),
+    "one_head": (lambda c: dict(q=mx.zeros((1, 1, 1, 256), mx.bfloat16)), ValueError, "H=1 heads, not a multiple"),
     "q_dtype": (lambda c: dict(q=c.q_mx.astype(mx.float16)), ValueError, "keys.scales has dtype"),
     "q_int": (lambda c: dict(q=mx.zeros((1, 4, 1, 256), mx.int32)), ValueError, "q must be one of"),
     "bits": (lambda c: dict(keys=replace(c.keys, bits=8)), ValueError, "keys.bits must be 4"),

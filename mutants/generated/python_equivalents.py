@@ -70,9 +70,6 @@ EQUIVALENTS: dict[str, str] = {
     "impl/masks.py:72891467:core/ReplaceOrWithAnd:0":
         "dtype == bool and size == 0 for a NumPy bidir: a non-empty bool array then goes to mx.array as it is, "
         "not through np.asarray(..., dtype=bool), which for an array already bool is the same array",
-    "impl/masks.py:d01839b6:core/ReplaceBinaryOperator_BitAnd_Mul:0":
-        "mask * (queries < keys + window): both are bool arrays, MLX keeps bool * bool bool, and the product of "
-        "0 / 1 values is their and",
     # --- the graph arms ------------------------------------------------------------------------------------------
     "impl/paged_attention/graph.py:2c7e0657:core/ReplaceComparisonOperator_Eq_Is:0":
         "which is \"keys\": _load's two callers pass the literals \"keys\" and \"values\", and CPython interns "
@@ -147,6 +144,9 @@ EQUIVALENTS: dict[str, str] = {
         "len(set(keep)) < len(keep): the set of keep's entries never holds more than keep does, so < and != agree",
     "impl/kv/rows.py:a711b0dc:core/NumberReplacer:1":
         "self._rows[-1] inside len(self._rows) == 1: the one row, as [0]",
+    "impl/kv/view.py:1c27aa55:core/NumberReplacer:5":
+        "batch_size > 0 instead of > 1 differs only at one row, where a 4-D mask of batch batch_size has batch 1 and "
+        "mask[0:1] is the mask itself",
     "impl/kv/view.py:1c27aa55:core/ReplaceComparisonOperator_Gt_NotEq:0":
         "batch_size != 1 instead of > 1 differs only at 0 rows, where row_mask's left_pad[row] raises IndexError "
         "either way (attend refuses an empty view before it cuts a mask)",
