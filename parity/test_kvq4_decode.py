@@ -80,6 +80,14 @@ def mlx_path(case) -> mx.array:
     return mx.fast.scaled_dot_product_attention(case.q_mx, k, v, scale=case.scale)
 
 
+def skip_unless_the_body_fits(body: str, case, arm: str) -> None:
+    """The seed body stages every query head of a KV head in threadgroup memory: GQA past what the arm has is a
+    skip, with the figures."""
+    if body == "seed" and threadgroup_bytes(case.rep) > THREADGROUP_MEMORY.get(arm, float("inf")):
+        pytest.skip(f"GQA {case.rep} needs {threadgroup_bytes(case.rep)} bytes of threadgroup memory, "
+                    f"more than the {arm} arm has ({THREADGROUP_MEMORY[arm]})")
+
+
 @pytest.mark.gate
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=geometry_id)
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -88,9 +96,7 @@ def test_kvq4_decode(arm, gate, body, dtype, geometry):
     h, kvh, n, block, layout = geometry
     case = build_kvq4_case(np.random.default_rng(n), dtype=dtype, h=h, kvh=kvh, n=n,
                            block=KV4_DECODE_BLOCK if block is None else block, layout=layout)
-    if body == "seed" and threadgroup_bytes(case.rep) > THREADGROUP_MEMORY.get(arm, float("inf")):
-        pytest.skip(f"GQA {case.rep} needs {threadgroup_bytes(case.rep)} bytes of threadgroup memory, "
-                    f"more than the {arm} arm has ({THREADGROUP_MEMORY[arm]})")
+    skip_unless_the_body_fits(body, case, arm)
     blocking = {} if block is None else {"block": block}
     out = kvq4_decode(case.q_mx, case.keys, case.values, scale=case.scale, body=body, arm=arm, **blocking)
     ref, base = kvq4_oracles(case)
@@ -207,9 +213,7 @@ def test_q_times_scale_is_formed_in_the_dtype(arm, gate, body, dtype, geometry):
                     dtype=dtype)
     case = build_kvq4_case(np.random.default_rng(n), dtype=dtype, h=h, kvh=kvh, n=n, block=block, layout=layout,
                            plant=plant)
-    if body == "seed" and threadgroup_bytes(case.rep) > THREADGROUP_MEMORY.get(arm, float("inf")):
-        pytest.skip(f"GQA {case.rep} needs {threadgroup_bytes(case.rep)} bytes of threadgroup memory, "
-                    f"more than the {arm} arm has ({THREADGROUP_MEMORY[arm]})")
+    skip_unless_the_body_fits(body, case, arm)
     product = case.q_mx * ROUNDING_SCALE  # MLX's op: the scale cast to T, the product rounded to T
     ref = attention_ref(metrics.as_f64(product), case.k32, case.v32, scale=1.0)
     scale_t = float(mx.array(ROUNDING_SCALE, dtype=product.dtype).astype(mx.float32).item())
