@@ -63,10 +63,12 @@ def test_bit_exact_distinguishes_signed_zero_and_dtype(recorded):
 
 
 def test_equal_compares_values_across_integer_widths(recorded):
-    gate, _ = recorded
+    gate, records = recorded
     gate.equal(np.array([1, 2, 3], np.uint32), np.array([1, 2, 3], np.int64))
     failure = _failing(lambda: gate.equal(np.array([1, 2, 4]), np.array([1, 2, 3])))
     assert "index (2,)" in str(failure)
+    failure = _failing(lambda: gate.equal(np.array([0, 2, 3]), np.array([1, 2, 3])))  # below counts as above
+    assert "index (0,)" in str(failure) and records[-1]["measured"] == 1
 
 
 # --- max_ulp -------------------------------------------------------------------
@@ -149,6 +151,7 @@ def test_kl_matches_closed_form_and_fails_a_shifted_distribution(recorded):
     failure = _failing(lambda: gate.kl(ref, test, limit=0.1, why="test"))
     assert records[-1]["measured"] == pytest.approx(expected)
     assert "index (0,)" in str(failure)
+    assert records[-1]["worst"] == {"index": [0], "actual": pytest.approx(expected), "expected": 0.0}  # KL's ideal
     gate.kl(ref, ref + 3.0, limit=1e-12, why="softmax is shift invariant: KL is 0 up to float64 rounding")
 
 
@@ -249,6 +252,7 @@ def test_a_shape_mismatch_is_a_recorded_failure(recorded, name):
 def test_kl_of_no_rows_passes_and_an_empty_vocabulary_is_refused(recorded):
     gate, records = recorded
     assert gate.kl(np.zeros((0, 5)), np.zeros((0, 5), np.float32), limit=1, why="x")["passed"]
+    assert records[-1]["measured"] == 0.0 and records[-1]["detail"] == "no rows"
     with pytest.raises(ValueError, match="vocabulary"):
         gate.kl(np.zeros((2, 0)), np.zeros((2, 0), np.float32), limit=1, why="x")
 

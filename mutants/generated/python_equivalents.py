@@ -159,4 +159,8 @@ EQUIVALENTS: dict[str, str] = {
     "impl/kv/quantization.py:a87d1094:core/NumberReplacer:0":
         "33 // self.bits: bits is 4 or 8 (SUPPORTED_BITS, checked in __post_init__), and 33 // 4 == 32 // 4, "
         "33 // 8 == 32 // 8",
+    # --- the gates' metrics --------------------------------------------------------------------------------------
+    "reference/metrics.py:57b12e82:core/NumberReplacer:3":
+        "where(a > -1, 3, -3) for the actual's infinity's sign: it is read only where a is +inf or -inf, which "
+        "compare with -1 as with 0",
 }

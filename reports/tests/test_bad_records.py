@@ -121,3 +121,14 @@ def test_a_failed_gate_of_an_xfailed_test_is_expected():
     xfailed = {"schema": 1, "kind": "test", "nodeid": "parity/test_x.py::test_known_gap", "outcome": "xfailed"}
     assert build_results([fixtures.environment(), gate, xfailed], pytest_status=0)["verdict"] == "PASS"
     assert build_results([fixtures.environment(), gate], pytest_status=0)["verdict"] == "FAIL"
+
+
+def test_a_record_number_is_a_real_field_and_never_a_bool():
+    """``results.number``: the recorder writes nan / inf as strings; a bool (a verdict, not a measurement), None
+    and text that is no number read as no number."""
+    import math
+
+    from reports.results import number
+
+    assert number(True) is None and number(False) is None and number(None) is None and number("x") is None
+    assert number(3) == 3.0 and number(0.5) == 0.5 and number("inf") == math.inf and math.isnan(number("nan"))

@@ -56,11 +56,13 @@ def test_a_gate_that_newly_fails_fails_the_comparison(tmp_path, capsys):
     assert "NEW FAILURE gate " + TEST_ID in capsys.readouterr().out
 
 
-def test_a_moved_measurement_is_reported_without_failing(tmp_path):
+def test_a_moved_measurement_is_reported_without_failing(tmp_path, capsys):
     old = old_results(tmp_path, [fixtures.environment(), rope_gate(0), rope_gate(1, case="case2")])
     out = run_dir(tmp_path, "new", [fixtures.environment(), rope_gate(2), rope_gate(1, case="case2")])
     assert summary.main([str(out), "--pytest-status", "0", "--compare", old]) == 0
     comparison = json.loads((out / "results.json").read_text())["comparison"]
+    commit = comparison["old"]["commit"]
+    assert len(commit) > 12 and f"compared with {commit[:12]} (" in capsys.readouterr().out  # the short commit
     assert not comparison["failed"] and comparison["new_failures"] == []
     (moved,) = comparison["moved"]  # case2 did not move
     assert (moved["case"], moved["old_measured"], moved["new_measured"], moved["delta"]) == ("case1", 0, 2, 2)
