@@ -6,10 +6,11 @@ for the kernels with threadgroup memory.
 For each (tool, family): ``compute-sanitizer --tool TOOL --kernel-name kns=custom_kernel_ --target-processes all
 --error-exitcode 86 python -m pytest <the family's parity tests> -k cuda --device gpu -x -q``: only the project's
 kernels (MLX names every ``mx.fast.cuda_kernel`` ``custom_kernel_<name>``) are instrumented, MLX's own kernels run
-natively, except in the runs of ``EVERY_KERNEL`` (and with ``--every-kernel``), which instrument every kernel. The sanitizer slows a kernel launch by 10-100x, so the property tests (hundreds of launches each) are
-left out: the parity modules hold every template instance and geometry class. ``OUT_DIR`` gets one log per run
-(``<tool>-<family>.txt``) and ``summary.json``: per run the sanitizer's ``ERROR SUMMARY`` count, pytest's exit
-status and the wall time. Any sanitizer error is a failure (exit 1): an out-of-bounds or misaligned access, an
+natively, except in the runs of ``EVERY_KERNEL`` (and with ``--every-kernel``), which instrument every kernel. The
+sanitizer slows a kernel launch by 10-100x, so the property tests (hundreds of launches each) are left out: the
+parity modules hold every template instance and geometry class. ``OUT_DIR`` gets one log per run
+(``<tool>-<family>.txt``) and ``summary.json``: per run the sanitizer's ``ERROR SUMMARY`` count, pytest's exit status
+and the wall time. Any sanitizer error is a failure (exit 1): an out-of-bounds or misaligned access, an
 uninitialized read (memcheck), a shared-memory hazard between threads of a block (racecheck).
 """
 
@@ -59,9 +60,10 @@ def run(tool: str, family: str, out: Path, timeout: float, every_kernel: bool = 
     if sanitizer is None:
         raise SystemExit("compute-sanitizer is not on PATH (CUDA toolkit)")
     every_kernel = every_kernel or (tool, family) in EVERY_KERNEL
-    command = [sanitizer, "--tool", tool, *([] if every_kernel else kernel_filter(sanitizer)), "--target-processes", "all",
-               "--error-exitcode", "86", sys.executable, "-m", "pytest", *FAMILIES[family], "-k", "cuda",
-               "--device", "gpu", "-x", "-q", "-p", "no:cacheprovider"]
+    instrumented = [] if every_kernel else kernel_filter(sanitizer)
+    command = [sanitizer, "--tool", tool, *instrumented, "--target-processes", "all", "--error-exitcode", "86",
+               sys.executable, "-m", "pytest", *FAMILIES[family], "-k", "cuda", "--device", "gpu", "-x", "-q", "-p",
+               "no:cacheprovider"]
     log = out / f"{tool}-{family}.txt"
     start = time.monotonic()
     try:

@@ -310,16 +310,21 @@ def plant_score_peaks(q: np.ndarray, k: np.ndarray, peaks, *, scale: float, toke
     an outlier elsewhere). The other keys keep their values: their scores move by ``scale * PEAK_QUERY * k[0]``,
     a few units at most. Quantized pools then store the planted keys exactly enough (a group of one value and
     zeros: code 15 or 255 times its scale)."""
-    np_dtype = numpy_dtype(dtype)
     q, k = q.copy(), k.copy()
     q[..., 0] = PEAK_QUERY
     for token, score in peaks:
-        row = [slice(None)] * k.ndim
-        row[token_axis] = token
-        key = np.zeros(k[tuple(row)].shape, np.float64)
-        key[..., 0] = score / (scale * PEAK_QUERY)
-        k[tuple(row)] = key.astype(np.float32).astype(np_dtype)
+        _plant_key(k, token, token_axis, 0, score / (scale * PEAK_QUERY), dtype)
     return q, k
+
+
+def _plant_key(k: np.ndarray, token: int, token_axis: int, dim: int, value: float, dtype: str) -> None:
+    """Token ``token``'s key (along ``token_axis`` of ``k``, every other axis) becomes ``value`` in dim ``dim``
+    and 0 elsewhere, rounded to ``dtype`` (through float32, as MLX casts), in place."""
+    row = [slice(None)] * k.ndim
+    row[token_axis] = token
+    key = np.zeros(k[tuple(row)].shape, np.float64)
+    key[..., dim] = value
+    k[tuple(row)] = key.astype(np.float32).astype(numpy_dtype(dtype))
 
 
 def plant_rounding_pair(q: np.ndarray, k: np.ndarray, tokens: tuple[int, int], *, score: float, scale: float,
@@ -330,9 +335,9 @@ def plant_rounding_pair(q: np.ndarray, k: np.ndarray, tokens: tuple[int, int], *
     ``tokens[1]``'s ``(0, y, 0, ...)``, with ``x`` and ``y`` (rounded to ``dtype``) making both scores ``score``
     against the rounded products. Against the unrounded ones the two scores then differ by up to
     ``score * 2 * u`` (u the dtype's unit roundoff; at score 100 and scale 0.1: 0.61 in bfloat16, 0.097 in float16)
-    and the softmax splits them otherwise; the other keys keep their values, their scores a few units, far below. A kernel that
-    rounds ``q * scale`` where the contract does not (or the reverse) moves the output by about a tenth of
-    ``|v_a - v_b|``. ``scale`` must not be a power of two (every product would be exact)."""
+    and the softmax splits them otherwise; the other keys keep their values, their scores a few units, far below.
+    A kernel that rounds ``q * scale`` where the contract does not (or the reverse) moves the output by about a
+    tenth of ``|v_a - v_b|``. ``scale`` must not be a power of two (every product would be exact)."""
     np_dtype = numpy_dtype(dtype)
     s = float(np.float64(np.float32(scale).astype(np_dtype)))
     if s <= 0 or np.log2(s) == np.round(np.log2(s)):
@@ -344,11 +349,7 @@ def plant_rounding_pair(q: np.ndarray, k: np.ndarray, tokens: tuple[int, int], *
     q, k = q.copy(), k.copy()
     q[..., 0], q[..., 1] = up, down
     for token, dim, value in ((tokens[0], 0, up), (tokens[1], 1, down)):
-        row = [slice(None)] * k.ndim
-        row[token_axis] = token
-        key = np.zeros(k[tuple(row)].shape, np.float64)
-        key[..., dim] = score / float(np.float64(value * s).astype(np_dtype))
-        k[tuple(row)] = key.astype(np.float32).astype(np_dtype)
+        _plant_key(k, token, token_axis, dim, score / float(np.float64(value * s).astype(np_dtype)), dtype)
     return q, k
 
 
