@@ -38,11 +38,11 @@ import pytest
 
 from impl.multi_query import block_keys, default_splits, multi_query_causal
 from impl.recent_calls import RecentCalls
-from properties.strategies import (EXP_OVERFLOW, EXP_ULPS, EXP_UNDERFLOW, PEAK_HIGH, PEAK_LOW, PEAK_QUERY,
-                                   SCORE_FLOOR, SCORE_LEVELS, build_multi_query_case, cache_view,
-                                   hoeffding_kl_limit, lm_head, merge_ulps, multi_query_gate,
-                                   peak_gap, score_level_peaks, segment_score_maxima,
-                                   split_partials, to_mx, working_dtype)
+from properties.strategies import (ALIGNMENT_FAULTS, EXP_OVERFLOW, EXP_ULPS, EXP_UNDERFLOW, PEAK_HIGH, PEAK_LOW,
+                                   PEAK_QUERY, SCORE_FLOOR, SCORE_LEVELS, build_multi_query_case, cache_view,
+                                   hoeffding_kl_limit, lm_head, merge_ulps, misaligned_view, multi_query_gate,
+                                   peak_gap, score_level_peaks, segment_score_maxima, split_partials, to_mx,
+                                   working_dtype)
 from parity.traces import check_bounded_trace_cache
 from reference import metrics
 from reference.attention import UNIT_ROUNDOFF
@@ -181,7 +181,10 @@ def test_split_maxima_beyond_exp_range(arm, gate, dtype, geometry, pattern):
 # (SCORE_FLOOR), past float32 exp's underflow (-EXP_UNDERFLOW, -103.3), where a running or block max that starts
 # at 0 instead of -inf weights every key exp(s - 0) = 0 and divides 0 by 0; "zero", every score exactly 0 (every
 # key 0: the output is the mean of V), where a combine that tests a partial's max against 0 for "no visible key"
-# drops every partial.
+# drops every partial; "rise", every score -3 but the last key's, exactly 0 (the last row's), where the block that
+# lifts the running max from -3 to 0 rescales the earlier blocks by exp(-3 - 0) unless a test of the new max against
+# 0 for "nothing seen yet" (compute_block's `mnew == -INFINITY`) skips it: the 1500-key geometry's last split holds
+# seven blocks before the last key's.
 @pytest.mark.gate
 @pytest.mark.parametrize("level", SCORE_LEVELS)
 @pytest.mark.parametrize("geometry", PEAK_GEOMETRIES, ids=geometry_id)
@@ -189,7 +192,7 @@ def test_split_maxima_beyond_exp_range(arm, gate, dtype, geometry, pattern):
 def test_no_score_above_zero(arm, gate, dtype, geometry, level):
     h, kvh, L, n, d, splits, layout = geometry
     rng = np.random.default_rng(n + L + 1)
-    if level == "zero":
+    if level in ("zero", "rise"):
         case = build_multi_query_case(rng, dtype=dtype, h=h, kvh=kvh, L=L, n=n, d=d, splits=splits, layout=layout,
                                       peaks=score_level_peaks(n, level))
     else:  # one planted value in dim 0 for every key, the other dims keeping their few units: the kernel rounds
@@ -205,7 +208,7 @@ def test_no_score_above_zero(arm, gate, dtype, geometry, level):
     top = float(np.max(scores[np.isfinite(scores)]))
     # "floor": every weight exp(s - 0) must be 0 in float32 for a max that starts at 0 to show (the other dims' few
     # units stay within SCORE_FLOOR + EXP_UNDERFLOW, 97 below)
-    assert top == 0.0 if level == "zero" else top < -EXP_UNDERFLOW, f"{level}: the largest score is {top}"
+    assert top == 0.0 if level in ("zero", "rise") else top < -EXP_UNDERFLOW, f"{level}: the largest score is {top}"
     oracle_gate(gate, case, dtype, splits, arm, f"level-{level}")
 
 
@@ -317,6 +320,33 @@ def test_query_views_are_read_through_strides(arm, gate, dtype, geometry, layout
                                 arm=arm)
     gate.bit_exact(out, copied, what=f"q as a {layout} view against its contiguous copy", kernel=KERNEL,
                    case=f"{case.id}-q{layout}")
+
+
+# The ring partial (CUDA's default where two stages exist: ``ring_slots``) copies K / V in 16-byte chunks only where
+# both planes' head and row strides are multiples of 16 bytes and both start 16-byte aligned (the `copies` test of
+# ring_stager_loop.metal); its stagers take the element path elsewhere. A view off that grid in one way only, K or V
+# alone (``misaligned_view``: a head stride, a row stride or a start 8 bytes off, inside the contract), must give the
+# bytes of the same call on contiguous K / V: the two paths stage the same half values. An eligibility test that
+# misses or inverts one condition copies from a misaligned address there (cp.async faults). GQA 4, L 8, D 128 (a
+# ring of 2 slots on CUDA), 8 KV heads (a head stride off the grid moves every odd head).
+MISALIGNED_GEOMETRY = (32, 8, 8, 1000, 128)
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("plane", ["keys", "values"])
+@pytest.mark.parametrize("fault", ALIGNMENT_FAULTS)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_views_off_the_16_byte_grid(arm, gate, dtype, fault, plane):
+    h, kvh, L, n, d = MISALIGNED_GEOMETRY
+    case = build_multi_query_case(np.random.default_rng(n + L), dtype=dtype, h=h, kvh=kvh, L=L, n=n, d=d)
+    k, v = case.k_mx, case.v_mx
+    view = misaligned_view(case.k if plane == "keys" else case.v, dtype, fault)
+    assert mx.array_equal(view, k if plane == "keys" else v).item(), "the view must hold the plane's values"
+    out = multi_query_causal(case.q_mx, view if plane == "keys" else k, view if plane == "values" else v,
+                             scale=case.scale, arm=arm)
+    aligned = multi_query_causal(case.q_mx, k, v, scale=case.scale, arm=arm)
+    gate.bit_exact(out, aligned, what=f"{plane} {fault} 8 bytes off the 16-byte grid against contiguous K / V",
+                   kernel=KERNEL, case=f"{case.id}-{plane}-{fault}")
 
 
 # The split merge alone against the float64 oracle ``reference.attention.split_merge_ref``, on partials built to

@@ -87,6 +87,17 @@ EQUIVALENTS: dict[str, str] = {
     "impl/multi_query/compute_block.metal:4152c9df:relational:0":
         "f0 + 4 < D / 8 sends the last full group of four dims-blocks (f0 + 4 == D / 8) to the else branch, which "
         "loads the same four fragments (f0 + i < D / 8 for i < 4) one simdgroup_load each: the same kf",
+    "impl/multi_query/compute_block.metal:4152c9df:relational:1":
+        "the V side of :0: f0 + 4 < D / 8 sends the last full group of four V fragments to the else branch, which "
+        "loads the same four (f0 + i < D / 8 for i < 4) one simdgroup_load each: the same vf",
+    "impl/multi_query/multi_query.h:4eb55a46:guard:0":
+        "a key past the split (!live) is staged from the live row k1 - 1 (the ring's issue clamps the key), and "
+        "compute_block masks its score to -inf (key >= k1), so its weight is exactly 0: 0 times that row's finite "
+        "half values (the contract keeps V within half's range) adds 0 to O as the zeros did; its K never reaches a "
+        "weight",
+    "impl/multi_query/multi_query.h:171d9ce0:guard:0":
+        "as multi_query.h:4eb55a46:guard:0, for bfloat16 rows: the live row k1 - 1 converted to half instead of "
+        "zeros, under a weight of exactly 0",
     "impl/multi_query/compute_block.metal:8450f02f:relational:2":
         "not a realistic bug (undefined behaviour): f + 1 <= D / 8 takes the paired product at f + 1 == D / 8, "
         "reading qf[.][D / 8], one past the thread's register array, and a key fragment never loaded",

@@ -44,6 +44,7 @@ __all__ = [
     "PEAK_LOW",
     "PEAK_QUERY",
     "SCORE_FLOOR",
+    "RISE_LOW",
     "SCORE_LEVELS",
     "attention_cases",
     "attention_masks",
@@ -290,15 +291,24 @@ EXP_UNDERFLOW = float(-np.log(np.finfo(np.float32).smallest_subnormal))
 # is 0 / 0, where the true max gives weights near 1. SCORE_FLOOR - 6 .. SCORE_FLOOR (token t at SCORE_FLOOR - t % 7).
 SCORE_FLOOR = -200.0
 # "floor": every score in SCORE_FLOOR - 6 .. SCORE_FLOOR; "zero": every score exactly 0 (every key 0), where a
-# combine that takes a max of 0 for "no visible token" (the -inf it should test) drops every partial.
-SCORE_LEVELS = ("floor", "zero")
+# combine that takes a max of 0 for "no visible token" (the -inf it should test) drops every partial; "rise": every
+# score RISE_LOW but the last token's, exactly 0, so the running max of the block, step or partition holding the
+# last token (never a sequence's first: every geometry that takes this level has earlier keys in it) climbs from
+# RISE_LOW to exactly 0, where a rescale that tests the new max against 0 for "nothing seen yet" (the -inf it should
+# test) keeps the earlier keys' weights unscaled: e^3 = 20 times too heavy. The last token is the last query row's.
+SCORE_LEVELS = ("floor", "zero", "rise")
+RISE_LOW = -3.0
 
 
 def score_level_peaks(length: int, level: str) -> tuple[tuple[int, float], ...]:
     """``plant_score_peaks``'s peaks that set EVERY one of ``length`` tokens' scores (``SCORE_LEVELS``)."""
     if level not in SCORE_LEVELS:
         raise ValueError(f"level must be one of {SCORE_LEVELS}, got {level!r}")
-    return tuple((t, SCORE_FLOOR - t % 7 if level == "floor" else 0.0) for t in range(length))
+    if level == "floor":
+        return tuple((t, SCORE_FLOOR - t % 7) for t in range(length))
+    if level == "zero":
+        return tuple((t, 0.0) for t in range(length))
+    return tuple((t, 0.0 if t == length - 1 else RISE_LOW) for t in range(length))
 
 
 def plant_score_peaks(q: np.ndarray, k: np.ndarray, peaks, *, scale: float, token_axis: int,
