@@ -25,7 +25,9 @@ sink and a late outlier whose splits' maxima lie more than float32 exp's range
 apart (a merge that combines its slices against any max but the largest
 overflows: NaN); the merge alone (compiled arms) takes such partials too
 ("spread"). ``test_no_score_above_zero``: every score near -200, or exactly 0,
-where a max that starts at 0, or a "no visible key" test against 0, gives 0 / 0.
+where a max that starts at 0, or a "no visible key" test against 0, gives 0 / 0; "rise", a running max that a late
+block lifts from -3 to exactly 0. ``test_views_off_the_16_byte_grid``: K or V alone a view off the 16-byte grid in
+one way (head stride, row stride, start), bit for bit the call on contiguous K / V (the ring's copy eligibility).
 """
 
 from __future__ import annotations
