@@ -342,11 +342,11 @@ def test_partition_maxima_beyond_exp_range(arm, gate, dtype, geometry, pattern):
 # Score levels a max must not assume (``sts.score_level_peaks``: every token's key planted): "floor", every score in
 # -206 .. -200 (sts.SCORE_FLOOR), where a running or combining max that starts at 0 instead of -inf makes every
 # exp(s - 0) 0 in float32 and the output 0 / 0; "zero", every score exactly 0 (every key 0: the output is the mean
-# of V), where a combine that tests a partial's max against 0 for "no visible token" drops every partial; "rise", every
-# score -3 but the last token's, exactly 0 (the last row's), where a rescale that tests the new max against 0 for
-# "nothing seen yet" keeps the earlier steps' weights unscaled (the last token's SIMD group saw a step before it). Several
-# partitions and SIMD groups, plain and affine pools (an affine group of one value and zeros stores the planted
-# keys exactly).
+# of V), where a combine that tests a partial's max against 0 for "no visible token" drops every partial; "rise",
+# every score -3 but the last token's, exactly 0 (the last row's), where a rescale that tests the new max against 0
+# for "nothing seen yet" keeps the earlier steps' weights unscaled (the last token's SIMD group saw a step before
+# it). Several partitions and SIMD groups, plain and affine pools (an affine group of one value and zeros stores the
+# planted keys exactly).
 LEVELS = [
     (8, 2, 128, 128, 16, 300, 2, None),
     (4, 1, 64, 64, 24, 1100, 1, Q(4, 32)),

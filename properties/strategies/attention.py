@@ -43,8 +43,8 @@ __all__ = [
     "PEAK_HIGH",
     "PEAK_LOW",
     "PEAK_QUERY",
-    "SCORE_FLOOR",
     "RISE_LOW",
+    "SCORE_FLOOR",
     "SCORE_LEVELS",
     "attention_cases",
     "attention_masks",
@@ -292,10 +292,10 @@ EXP_UNDERFLOW = float(-np.log(np.finfo(np.float32).smallest_subnormal))
 SCORE_FLOOR = -200.0
 # "floor": every score in SCORE_FLOOR - 6 .. SCORE_FLOOR; "zero": every score exactly 0 (every key 0), where a
 # combine that takes a max of 0 for "no visible token" (the -inf it should test) drops every partial; "rise": every
-# score RISE_LOW but the last token's, exactly 0, so the running max of the block, step or partition holding the
-# last token (never a sequence's first: every geometry that takes this level has earlier keys in it) climbs from
-# RISE_LOW to exactly 0, where a rescale that tests the new max against 0 for "nothing seen yet" (the -inf it should
-# test) keeps the earlier keys' weights unscaled: e^3 = 20 times too heavy. The last token is the last query row's.
+# score RISE_LOW but the last token's, exactly 0, so where the last token's block, step or partition follows others
+# of its own running max (a geometry's choice), that max climbs from RISE_LOW to exactly 0, and a rescale that tests
+# the new max against 0 for "nothing seen yet" (the -inf it should test) keeps the earlier keys' weights unscaled:
+# e^3 = 20 times too heavy. The last token is the last query row's.
 SCORE_LEVELS = ("floor", "zero", "rise")
 RISE_LOW = -3.0
 

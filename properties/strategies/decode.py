@@ -57,6 +57,7 @@ from reference.attention import attention_noise_floor, attention_ref
 from .attention import numpy_dtype, plant_score_peaks, score_peaks, to_mx
 
 __all__ = [
+    "ALIGNMENT_FAULTS",
     "CACHE_LAYOUTS",
     "DECODE_DTYPES",
     "KVQ4_BLOCKS",
@@ -66,7 +67,6 @@ __all__ = [
     "MultiQueryCase",
     "build_kvq4_case",
     "build_multi_query_case",
-    "ALIGNMENT_FAULTS",
     "cache_view",
     "misaligned_layout",
     "misaligned_view",
@@ -126,7 +126,7 @@ def misaligned_layout(n: int, w: int, fault: str) -> tuple[int, int, int]:
     if fault not in ALIGNMENT_FAULTS:
         raise ValueError(f"fault must be one of {ALIGNMENT_FAULTS}, got {fault!r}")
     if w % 8:
-        raise ValueError(f"x's last axis must be a multiple of 8, got {w}")
+        raise ValueError(f"w (x's last axis) must be a multiple of 8, got {w}")
     capacity = n + 8 + n % 2  # even, so a row stride of W + 4 keeps the head stride a multiple of 8
     row = w + 4 if fault == "row_stride" else w + 8 if fault == "start" else w
     return capacity * row + (4 if fault == "head_stride" else 0), row, 4 if fault == "start" else 0
@@ -134,10 +134,10 @@ def misaligned_layout(n: int, w: int, fault: str) -> tuple[int, int, int]:
 
 def misaligned_view(x: np.ndarray, dtype: str, fault: str) -> mx.array:
     """``x`` [1, KVH, N, W] (W a multiple of 8) as a view of a NaN-poisoned buffer that is 16-byte aligned in every
-    way but one (``fault``): its head stride ``head_stride`` C * W + 4 elements (C = N + 8, rounded up to even), its row stride ``row_stride``
-    W + 4, or its ``start`` 4 elements into the buffer (rows W + 8 apart). 4 elements are 8 bytes in a 16-bit dtype
-    (16 in float32, which stays aligned): a kernel that copies 16-byte chunks only where the strides and the start
-    allow it (multi-query's ring) must take its element path here, for K or V alone."""
+    way but one (``fault``): its head stride ``head_stride`` C * W + 4 elements (C = N + 8, rounded up to even), its
+    row stride ``row_stride`` W + 4, or its ``start`` 4 elements into the buffer (rows W + 8 apart). 4 elements are
+    8 bytes in a 16-bit dtype (16 in float32, which stays aligned): a kernel that copies 16-byte chunks only where
+    the strides and the start allow it (multi-query's ring) must take its element path here, for K or V alone."""
     _, kvh, n, w = x.shape
     head, row, start = misaligned_layout(n, w, fault)
     buffer = np.full(start + kvh * head + 8, np.nan, np.float32)
