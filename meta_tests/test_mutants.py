@@ -418,6 +418,45 @@ def test_a_hanging_mutant_times_out_as_an_error(standin, tmp_path, launcher):
     assert after.status == "killed", "the run after a timeout still works (a zygote survives its child's kill)"
 
 
+def test_a_test_past_the_limit_is_hung_a_kill_by_that_test(standin, tmp_path, launcher):
+    """--test-limit: the plugin's watchdog (faulthandler, no GIL needed) ends a test that does not return in time;
+    the runner reads the test from the watchdog's file and calls the mutant killed by it, long before --timeout."""
+    mutant = standin_mutant("sum_hangs", "return a + b", "import time; time.sleep(60)", "test_calc.py::test_add")
+    fine = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
+    # limit 3 s: far below the hang's 60 and --timeout's 40; a process start and one test fit 40 on a loaded machine
+    report, records = run_standin(standin, tmp_path, mutant, fine, clean_check=False, timeout=40, test_limit=3)
+    hung, after = report.results
+    assert hung.status == "killed" and hung.killed_by == "test_calc.py::test_add", hung.detail
+    assert hung.detail.startswith("hung: test_calc.py::test_add did not return") and hung.seconds < 40
+    assert records[0]["killed_by"] == "test_calc.py::test_add"
+    assert after.status == "killed" and after.detail.startswith("FAILED"), "a test that returns is judged as always"
+
+
+def test_a_hang_under_xdist_is_a_kill_by_the_hung_test(standin, tmp_path):
+    mutant = standin_mutant("sum_hangs", "return a + b", "import time; time.sleep(60)", "test_calc.py::test_add")
+    report, _ = run_standin(standin, tmp_path, mutant, clean_check=False, timeout=50, test_limit=3, inner_workers=2)
+    (result,) = report.results
+    assert result.status == "killed" and result.killed_by == "test_calc.py::test_add", result.detail
+
+
+def test_the_hang_limit_follows_the_clean_checks_slowest_test(standin, tmp_path):
+    from mutants.runner import HANG_FACTOR, HANG_MARGIN, PytestRun, hang_limit, run_pytest
+
+    clean = run_pytest(standin, ["test_calc.py::test_add", "test_calc.py::test_skipped"], stop_first=False,
+                       root=standin)
+    assert clean.exitstatus == 0 and clean.slowest[0] in ("test_calc.py::test_add", "test_calc.py::test_skipped")
+    assert clean.slowest[1] > 0 and clean.hung is None
+    assert hang_limit(clean) == HANG_FACTOR * clean.slowest[1] + HANG_MARGIN
+    assert hang_limit(PytestRun(0, 1, 0, 0, [], 1.0, "", slowest=None)) is None
+    lines = []
+    fine = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
+    run_catalog([fine], root=standin, workers=1, results_path=tmp_path / "r.jsonl", log=lines.append)
+    assert any(f"x the slowest clean test (test_calc.py::test_add" in line for line in lines), lines
+    for bad in (0, -1.0, True, "5"):
+        with pytest.raises(ValueError, match="test_limit"):
+            run_standin(standin, tmp_path, fine, test_limit=bad)
+
+
 def test_inner_workers_run_a_mutants_tests_under_xdist(standin, tmp_path):
     """--inner-workers N: each mutant's pytest run spreads over N xdist processes (a survivor's whole test set then
     takes the machine); the verdicts are those of a one-process run."""

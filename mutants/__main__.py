@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     try:
         report = run_catalog(mutants, root=REPO_ROOT, python=args.python, device=args.device, arm=args.arm,
                              profile=args.profile, workers=args.workers, inner_workers=args.inner_workers,
-                             timeout=args.timeout,
+                             timeout=args.timeout, test_limit=args.test_limit,
                              clean_check=not args.no_clean_check, record=not args.no_record,
                              results_path=args.results)
     except ValueError as exc:

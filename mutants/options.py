@@ -17,7 +17,7 @@ __all__ = ["add_arm_option", "add_run_options", "check_run_options"]
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, tests: str = "the killing tests") -> None:
-    """``--workers --device --profile --timeout --no-clean-check --no-record --results --python``; ``tests`` names
+    """``--workers --device --profile --timeout --test-limit --no-clean-check --no-record --results --python``; ``tests`` names
     what the inner runs run, in the help texts."""
     parser.add_argument("--workers", type=int, default=2, help="mutants run at a time (default 2)")
     parser.add_argument("--inner-workers", type=int, default=0, metavar="N",
@@ -30,6 +30,9 @@ def add_run_options(parser: argparse.ArgumentParser, *, tests: str = "the killin
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                         help=f"seconds per pytest run (default {DEFAULT_TIMEOUT}); a run past it is the mutant's "
                              "error, not a kill")
+    parser.add_argument("--test-limit", type=float, default=None, metavar="SECONDS",
+                        help="seconds one test of a mutated tree may take before it is hung, a kill by that test "
+                             "(default: 10 x the clean check's slowest test + 30 s; none without a clean check)")
     parser.add_argument("--no-clean-check", action="store_true",
                         help=f"skip running {tests} on the unmutated tree first")
     parser.add_argument("--no-record", action="store_true", help="append no records to the results file")
@@ -49,3 +52,5 @@ def check_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
         parser.error("--inner-workers must be >= 0")
     if args.timeout <= 0:
         parser.error("--timeout must be > 0")
+    if args.test_limit is not None and not args.test_limit > 0:
+        parser.error("--test-limit must be > 0")

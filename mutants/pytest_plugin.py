@@ -12,23 +12,37 @@
   ``{"passed", "failed", "skipped", "failed_ids", "exitstatus"}``;
   ``failed_ids`` are the node ids of the tests that failed (in any phase), and of
   the test modules that failed to collect, in order: the runner reads the killer
-  there.
+  there. ``slowest``: ``[nodeid, seconds]`` of the test whose phases took longest
+  (setup + call + teardown), from which the runner derives its hang limit.
+* Hangs: with ``MLXGATE_MUTANT_TEST_LIMIT`` (seconds) set, each test runs under
+  ``faulthandler.dump_traceback_later(limit, exit=True)``, whose watchdog thread
+  needs no GIL, so it fires even while a kernel that never returns holds the
+  main thread in MLX's wait. It writes the test's node id, then Python's
+  tracebacks, to ``<outcomes>.hang-<pid>`` and ends the process: the runner reads
+  the node id there as the killer (under xdist the controller also reports the
+  crashed worker's test as failed).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 
+import pytest
 from hypothesis import Phase, settings
 
 PROFILE = "mutants"
 PARENT_ENV = "MLXGATE_MUTANT_PARENT"
 OUTCOMES_ENV = "MLXGATE_MUTANT_OUTCOMES"
+TEST_LIMIT_ENV = "MLXGATE_MUTANT_TEST_LIMIT"
+HANG_SUFFIX = ".hang-"  # <outcomes>.hang-<pid>: a watchdog's node id and tracebacks
 PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
 
 
 _OUTCOMES: dict = {}
+_DURATIONS: dict[str, float] = {}
+_WATCHDOG: list = []  # the armed test's hang file, open while the test runs
 
 
 def pytest_configure(config):
@@ -37,6 +51,44 @@ def pytest_configure(config):
     settings.register_profile(PROFILE, parent=parent, database=None, derandomize=True, phases=PHASES)
     settings.load_profile(PROFILE)
     _OUTCOMES.update(passed=0, failed=0, skipped=0, failed_ids=[])
+    _DURATIONS.clear()
+
+
+def _test_limit() -> float | None:
+    text = os.environ.get(TEST_LIMIT_ENV)
+    if not text:
+        return None
+    limit = float(text)
+    if not limit > 0:
+        raise ValueError(f"{TEST_LIMIT_ENV} must be a number of seconds > 0, got {text!r}")
+    return limit
+
+
+def hang_path(outcomes: str, pid: int) -> str:
+    return f"{outcomes}{HANG_SUFFIX}{pid}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    # A plain function hook returning None: pytest runs the test as always, the watchdog armed around it.
+    limit, outcomes = _test_limit(), os.environ.get(OUTCOMES_ENV)
+    if limit is None or not outcomes:
+        return None
+    handle = open(hang_path(outcomes, os.getpid()), "w")
+    handle.write(item.nodeid + "\n")
+    handle.flush()
+    faulthandler.dump_traceback_later(limit, exit=True, file=handle)
+    _WATCHDOG.append(handle)  # disarmed by pytest_runtest_logfinish
+    return None
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if not _WATCHDOG:
+        return
+    faulthandler.cancel_dump_traceback_later()
+    handle = _WATCHDOG.pop()
+    handle.close()
+    os.remove(handle.name)  # the test returned: nothing hung
 
 
 def pytest_report_header(config):
@@ -55,6 +107,7 @@ def pytest_collectreport(report):
 
 
 def pytest_runtest_logreport(report):
+    _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + float(getattr(report, "duration", 0.0))
     if report.failed:
         _OUTCOMES["failed"] += 1
         if report.nodeid not in _OUTCOMES["failed_ids"]:
@@ -69,4 +122,6 @@ def pytest_sessionfinish(session, exitstatus):
     path = os.environ.get(OUTCOMES_ENV)
     if path and not hasattr(session.config, "workerinput"):  # the xdist controller, or the only process
         with open(path, "w") as handle:
-            json.dump({**_OUTCOMES, "exitstatus": int(exitstatus)}, handle)
+            slowest = max(_DURATIONS.items(), key=lambda kv: kv[1], default=None)
+            json.dump({**_OUTCOMES, "slowest": list(slowest) if slowest else None, "exitstatus": int(exitstatus)},
+                      handle)

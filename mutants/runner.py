@@ -57,7 +57,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .catalog import CATALOG, Mutant
-from .pytest_plugin import OUTCOMES_ENV, PARENT_ENV
+from .pytest_plugin import HANG_SUFFIX, OUTCOMES_ENV, PARENT_ENV, TEST_LIMIT_ENV
 
 __all__ = [
     "REPO_ROOT", "CleanCheck", "MutantResult", "PytestRun", "Report", "StaleMutant", "apply_mutant", "copy_tree",
@@ -174,13 +174,15 @@ class PytestRun:
     seconds: float
     output: str
     timed_out: bool = False
+    hung: str | None = None  # the node id of a test the watchdog ended (it did not return within the test limit)
+    slowest: tuple[str, float] | None = None  # the test whose phases took longest, and their seconds
 
     @property
     def first_failed(self) -> str | None:
         return self.failed_ids[0] if self.failed_ids else None
 
 
-def _child_env(tree: Path, outcomes: Path, profile: str, root: Path) -> dict[str, str]:
+def _child_env(tree: Path, outcomes: Path, profile: str, root: Path, test_limit: float | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MLXGATE_", "HYPOTHESIS_"))}
     if env.get("PYTHONPATH"):  # never let the real tree's modules shadow the copy's
         keep = [p for p in env["PYTHONPATH"].split(os.pathsep) if p and Path(p).resolve() != root.resolve()]
@@ -188,7 +190,33 @@ def _child_env(tree: Path, outcomes: Path, profile: str, root: Path) -> dict[str
     env.update({"CI": "true", "MLXGATE_RESULTS": str(tree / "reports" / "out" / "results.jsonl"),
                 OUTCOMES_ENV: str(outcomes), PARENT_ENV: profile, "PYTHONDONTWRITEBYTECODE": "1",
                 "PYTHONUNBUFFERED": "1"})
+    if test_limit is not None:
+        env[TEST_LIMIT_ENV] = repr(float(test_limit))
     return env
+
+
+# The hang limit a run derives from its clean check: a test of a mutated tree that takes HANG_FACTOR times the
+# slowest clean test, plus HANG_MARGIN seconds (a process's start and its first compiles, the contention of the
+# mutants running beside it), has not returned in a time no user of the kernel would wait: a hang, so a kill by
+# that test. (A deadlocked kernel never returns; without the limit such a mutant ran to --timeout as an error.)
+HANG_FACTOR = 10
+HANG_MARGIN = 30.0
+
+
+def hang_limit(clean: "PytestRun") -> float | None:
+    """The per-test limit of a run whose clean check is ``clean`` (None when it timed no test)."""
+    if clean.slowest is None:
+        return None
+    return HANG_FACTOR * clean.slowest[1] + HANG_MARGIN
+
+
+def _hung_test(outcomes: Path) -> str | None:
+    """The node id of the test a watchdog ended in this run, from its ``<outcomes>.hang-<pid>`` file."""
+    for path in sorted(outcomes.parent.glob(outcomes.name + HANG_SUFFIX + "*")):
+        lines = path.read_text(errors="replace").splitlines()
+        if len(lines) > 1 and any(line.startswith("Timeout (") for line in lines[1:]):
+            return lines[0]
+    return None
 
 
 ZYGOTE_SCRIPT = Path(__file__).with_name("zygote.py")
@@ -291,9 +319,11 @@ class ZygotePool:
 
 def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable, device: str | None = None,
                profile: str = "ci", timeout: float = DEFAULT_TIMEOUT, stop_first: bool = True, workers: int = 0,
-               root: Path = REPO_ROOT, zygotes: ZygotePool | None = None) -> PytestRun:
+               root: Path = REPO_ROOT, zygotes: ZygotePool | None = None,
+               test_limit: float | None = None) -> PytestRun:
     """``python -m pytest tests`` with cwd ``tree`` (see the module docstring for the environment); forked from a
-    warm zygote of ``zygotes`` when given (an xdist run, ``workers`` > 1, always starts a plain process)."""
+    warm zygote of ``zygotes`` when given (an xdist run, ``workers`` > 1, always starts a plain process).
+    ``test_limit``: seconds a test may take before the watchdog ends its process as hung (``PytestRun.hung``)."""
     outcomes = tree / ".mutant-outcomes.json"
     args = [*tests, "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider", "-p", "mutants.pytest_plugin"]
     if stop_first:
@@ -302,7 +332,7 @@ def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable
         args += ["-n", str(workers)]
     if device:
         args += ["--device", device]
-    env = _child_env(tree, outcomes, profile, root)
+    env = _child_env(tree, outcomes, profile, root, test_limit)
     start = time.perf_counter()
     if zygotes is not None and workers <= 1:
         log = tree / ".mutant-output.txt"
@@ -313,11 +343,13 @@ def run_pytest(tree: Path, tests: Sequence[str], *, python: str = sys.executable
         output, timed_out = _run_process([python, "-m", "pytest", *args], tree, env, timeout)
     seconds = time.perf_counter() - start
     text = output.decode(errors="replace")
+    hung = _hung_test(outcomes)
     if timed_out or not outcomes.exists():
-        return PytestRun(None, 0, 0, 0, [], seconds, text, timed_out)
+        return PytestRun(None, 0, 0, 0, [], seconds, text, timed_out, hung)
     data = json.loads(outcomes.read_text())
+    slowest = tuple(data["slowest"]) if data.get("slowest") else None
     return PytestRun(data["exitstatus"], data["passed"], data["failed"], data["skipped"], data["failed_ids"],
-                     seconds, text)
+                     seconds, text, False, hung, slowest)
 
 
 def _run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[bytes, bool]:
@@ -464,6 +496,8 @@ def _arms(device: str | None, arm: str | None) -> tuple[str, list[str]]:
 
 def _classify(run: PytestRun) -> tuple[str, str | None, str]:
     """(status, killed_by, detail) of a mutant's pytest run."""
+    if run.hung is not None:  # the watchdog ended a test (under xdist its crashed worker is also a failure)
+        return "killed", run.hung, f"hung: {run.hung} did not return within the test limit\n{_tail(run.output)}"
     if run.timed_out:
         return "error", None, f"timed out after {run.seconds:.0f} s\n{_tail(run.output)}"
     if run.exitstatus is None:
@@ -481,7 +515,8 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
                 device: str | None = None, arm: str | None = None, profile: str = "ci", workers: int = 2,
                 timeout: float = DEFAULT_TIMEOUT, clean_check: bool = True, record: bool = True,
                 results_path: Path | None = None, log: Callable[[str], None] = print,
-                record_context: dict | None = None, inner_workers: int = 0) -> Report:
+                record_context: dict | None = None, inner_workers: int = 0,
+                test_limit: float | None = None) -> Report:
     """Run ``mutants`` (see the module docstring); records one ``mutant`` record each when ``record``.
 
     ``arm`` restricts the run to one arm and to the mutants in a kernel body
@@ -490,6 +525,8 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
     many processes (a plain process, no zygote): a mutant that outlives the fast
     killers runs a whole test set, which on the H200 takes minutes in one process.
     ``record_context`` adds its fields to every record (``mutants.generated``: the run's id).
+    ``test_limit``: seconds a test of a mutated tree may take before it counts as hung, a kill by that test
+    (None: ``hang_limit`` of the clean check, or no limit without one).
     """
     start = time.perf_counter()
     root = Path(root)
@@ -517,6 +554,9 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
 
     if not isinstance(inner_workers, int) or isinstance(inner_workers, bool) or inner_workers < 0:
         raise ValueError(f"inner_workers must be an int >= 0, got {inner_workers!r}")
+    if test_limit is not None and (isinstance(test_limit, bool) or not isinstance(test_limit, (int, float))
+                                   or not test_limit > 0):
+        raise ValueError(f"test_limit must be a number of seconds > 0, got {test_limit!r}")
     zygotes: ZygotePool | None = None
     if zygote_fits(device) and runnable and inner_workers <= 1:
         base_env = {k: v for k, v in _child_env(root, Path(os.devnull), profile, root).items()
@@ -526,7 +566,8 @@ def run_catalog(mutants: Sequence[Mutant] = CATALOG, *, root: Path = REPO_ROOT, 
         return _run_all(results, runnable, left_out, files, zygotes, root=root, python=python, device=device,
                         requested_device=requested_device, arms=arms, profile=profile, workers=workers,
                         timeout=timeout, clean_check=clean_check, record=record, results_path=results_path, log=log,
-                        start=start, record_context=record_context or {}, inner_workers=inner_workers)
+                        start=start, record_context=record_context or {}, inner_workers=inner_workers,
+                        test_limit=test_limit)
     finally:
         if zygotes is not None:
             zygotes.close()
@@ -558,12 +599,14 @@ def _clean_run(tests: list[str], files: list[str], zygotes: ZygotePool | None, w
     status = None if None in statuses else max(statuses, key=lambda code: (code not in (0, 5), code))
     return PytestRun(status, sum(r.passed for r in runs), sum(r.failed for r in runs), sum(r.skipped for r in runs),
                      [i for r in runs for i in r.failed_ids], max(r.seconds for r in runs),
-                     "\n".join(r.output for r in runs), any(r.timed_out for r in runs))
+                     "\n".join(r.output for r in runs), any(r.timed_out for r in runs),
+                     next((r.hung for r in runs if r.hung), None),
+                     max((r.slowest for r in runs if r.slowest), key=lambda s: s[1], default=None))
 
 
 def _run_all(results, runnable, left_out, files, zygotes, *, root, python, device, requested_device, arms, profile,
              workers, timeout, clean_check, record, results_path, log, start, record_context,
-             inner_workers=0) -> Report:
+             inner_workers=0, test_limit=None) -> Report:
     clean = None
     if clean_check and runnable:
         clean = CleanCheck(expand_tests((t for r in runnable for t in r.tests), ()))
@@ -583,6 +626,11 @@ def _run_all(results, runnable, left_out, files, zygotes, *, root, python, devic
                                      + (", ".join(failing) if broken else
                                         f"pytest exit {r.exitstatus}\n{_tail(r.output)}"))
             runnable = [res for res in runnable if not res.detail]
+        if test_limit is None and clean.passed:
+            test_limit = hang_limit(r)
+            if test_limit is not None:
+                log(f"mutants: a test not returning within {test_limit:.0f} s is hung (a kill): {HANG_FACTOR} x the "
+                    f"slowest clean test ({r.slowest[0]}, {r.slowest[1]:.1f} s) + {HANG_MARGIN:.0f} s")
 
     context = {"device": device, "arms": arms, "profile": profile, **record_context}
     lock = threading.Lock()
@@ -610,7 +658,8 @@ def _run_all(results, runnable, left_out, files, zygotes, *, root, python, devic
                 copy_tree(tree, files, root)
                 apply_mutant(result.mutant, tree, root)
                 run = run_pytest(tree, result.tests, python=python, device=requested_device, profile=profile,
-                                 timeout=timeout, root=root, zygotes=zygotes, workers=inner_workers)
+                                 timeout=timeout, root=root, zygotes=zygotes, workers=inner_workers,
+                                 test_limit=test_limit)
             result.seconds = run.seconds
             result.status, result.killed_by, result.detail = _classify(run)
         except StaleMutant as exc:  # the file changed under the run (others edit this checkout too)

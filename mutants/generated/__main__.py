@@ -205,7 +205,7 @@ def execute(args, mutants, strata, root: Path = REPO_ROOT, *, log=print) -> tupl
         try:
             report = run_catalog(runnable, root=root, python=args.python, device=args.device, arm=args.arm,
                                  profile=args.profile, workers=args.workers, inner_workers=args.inner_workers,
-                                 timeout=args.timeout,
+                                 timeout=args.timeout, test_limit=args.test_limit,
                                  clean_check=not args.no_clean_check, record=not args.no_record,
                                  results_path=args.results, record_context={"run": run}, log=log)
         except ValueError as exc:
