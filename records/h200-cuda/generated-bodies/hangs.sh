@@ -12,7 +12,8 @@ tail -16 "$OUT/hangs-clean.txt"
 limit=$(python3 -c "import re, sys
 from mutants.runner import HANG_FACTOR, HANG_MARGIN
 t = [float(x) for x in re.findall(r'^([0-9.]+)s (?:setup|call|teardown) ', open(sys.argv[1]).read(), re.M)]
-print(round(HANG_FACTOR * max(t) + HANG_MARGIN))" "$OUT/hangs-clean.txt")
+print(round(HANG_FACTOR * max(t) + HANG_MARGIN) if t else '')" "$OUT/hangs-clean.txt")
+[ -n "$limit" ] || { echo "no per-test times: the clean run did not finish (hangs-clean.txt)"; exit 4; }
 left=$(( $1 - ($(date +%s) - start) - 10 ))
 echo "limit ${limit} s, ${left} s left"
 timeout "$left" python3 -m mutants.generated --bodies --ids impl/multi_query/ring_stager_loop.metal:bdd1f318:relational:1 \
