@@ -29,6 +29,8 @@ BAD = [
     ("set_lane_map wide_loads int", lambda: paged.set_lane_map(32, 1), ValueError, "wide_loads"),
     ("set_matrix_partial enabled int", lambda: paged.set_matrix_partial(1), ValueError, "enabled"),
     ("set_matrix_partial token_tiles 3", lambda: paged.set_matrix_partial(True, 3), ValueError, "token_tiles"),
+    ("set_threadgroup_target 0", lambda: paged.set_threadgroup_target(0), ValueError, "threadgroups"),
+    ("set_threadgroup_target float", lambda: paged.set_threadgroup_target(512.0), TypeError, "threadgroups"),
     ("matrix_rows_per_threadgroup hq not a multiple", lambda: paged.matrix_rows_per_threadgroup(6, 4, 1, 128, 128),
      ValueError, "hq"),
     ("matrix_rows_per_threadgroup head_dim 0", lambda: paged.matrix_rows_per_threadgroup(8, 1, 1, 0, 128), ValueError,
@@ -94,6 +96,23 @@ def test_set_matrix_partial_keeps_its_choice_only_when_valid():
     with pytest.raises(ValueError, match="token_tiles"):
         paged.set_matrix_partial(not before[0], 5)
     assert (paged.USE_MATRIX_PARTIAL, paged.MATRIX_TOKEN_TILES) == before, "a refused choice changed the partial"
+
+
+def test_set_threadgroup_target_moves_the_default_partition_and_keeps_a_refused_choice_out():
+    """The target reaches the default partition (32/8/D128/N128k, 8 threadgroups per partition: 64 partitions of
+    2048 tokens at 512), and a refused value changes nothing."""
+    before = paged.TARGET_THREADGROUPS
+    span = lambda: paged.partition_size(131072, 8, matrix=True)
+    kept = span()
+    try:
+        paged.set_threadgroup_target(4 * before)
+        assert paged.TARGET_THREADGROUPS == 4 * before and span() == kept // 4
+        with pytest.raises(ValueError, match="threadgroups"):
+            paged.set_threadgroup_target(-1)
+        assert paged.TARGET_THREADGROUPS == 4 * before, "a refused target changed the target"
+    finally:
+        paged.set_threadgroup_target(before)
+    assert span() == kept
 
 
 def test_matrix_eligibility_and_rows():

@@ -440,13 +440,13 @@ def test_a_hang_under_xdist_is_a_kill_by_the_hung_test(standin, tmp_path):
 
 
 def test_the_hang_limit_follows_the_clean_checks_slowest_test(standin, tmp_path):
-    from mutants.runner import HANG_FACTOR, HANG_MARGIN, PytestRun, hang_limit, run_pytest
+    from mutants.runner import HANG_FACTOR, HANG_MARGIN, PytestRun, hang_limit, hang_limit_after, run_pytest
 
     clean = run_pytest(standin, ["test_calc.py::test_add", "test_calc.py::test_skipped"], stop_first=False,
                        root=standin)
     assert clean.exitstatus == 0 and clean.slowest[0] in ("test_calc.py::test_add", "test_calc.py::test_skipped")
     assert clean.slowest[1] > 0 and clean.hung is None
-    assert hang_limit(clean) == HANG_FACTOR * clean.slowest[1] + HANG_MARGIN
+    assert hang_limit(clean) == hang_limit_after(clean.slowest[1]) == HANG_FACTOR * clean.slowest[1] + HANG_MARGIN
     assert hang_limit(PytestRun(0, 1, 0, 0, [], 1.0, "", slowest=None)) is None
     lines = []
     fine = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")

@@ -203,11 +203,14 @@ HANG_FACTOR = 10
 HANG_MARGIN = 30.0
 
 
+def hang_limit_after(slowest_seconds: float) -> float:
+    """The per-test limit after a clean run whose slowest test took ``slowest_seconds``."""
+    return HANG_FACTOR * float(slowest_seconds) + HANG_MARGIN
+
+
 def hang_limit(clean: "PytestRun") -> float | None:
     """The per-test limit of a run whose clean check is ``clean`` (None when it timed no test)."""
-    if clean.slowest is None:
-        return None
-    return HANG_FACTOR * clean.slowest[1] + HANG_MARGIN
+    return None if clean.slowest is None else hang_limit_after(clean.slowest[1])
 
 
 def _hung_test(outcomes: Path) -> str | None:

@@ -88,7 +88,7 @@ from .graph import graph_attention
 from .launch import (HEADER, KVQ4, MATRIX_MAX_DIM, MATRIX_MIN_PARTITION, MATRIX_PARTIAL, MAX_ROWS, MERGE, PAGED, PARTIAL,
                      PARTITION_QUANTUM, QUANTIZED_MIN_PARTITION,
                      QUANTIZED_PARTIAL, QUANTIZED_TARGET_THREADGROUPS, SIMD, SIMDGROUPS, STRIDED_PARTIAL,
-                     TARGET_THREADGROUPS, THREADGROUP_MEMORY, Layout, _CACHE_SIZE, _geometry, _partial_shape,
+                     THREADGROUP_MEMORY, Layout, _CACHE_SIZE, _geometry, _partial_shape,
                      _quant_key, _span_of, merge_batch, merge_launch, pack_partials, partial_launch, partial_shape, partition_size,
                      matrix_eligible, matrix_rows_per_threadgroup, partition_span, rows_per_threadgroup,
                      single_block_table, strided_partial_launch)
@@ -128,6 +128,7 @@ __all__ = [
     "rows_per_threadgroup",
     "set_lane_map",
     "set_matrix_partial",
+    "set_threadgroup_target",
 ]
 
 DIRECT_MAX_QUERIES = 8
@@ -167,6 +168,13 @@ def set_lane_map(lanes_per_row: int | None = SIMD, wide_loads: bool = True) -> N
     _forget_plans()
 
 
+def set_threadgroup_target(threadgroups: int) -> None:
+    """Choose ``TARGET_THREADGROUPS`` for later calls' default partitions (sweeps: the kept 512 against others,
+    records/h200-cuda/partition-target/) and forget the plans remembered under the previous one."""
+    launch.choose_threadgroup_target(threadgroups)
+    _forget_plans()
+
+
 def _forget_plans() -> None:
     """Forget every compiled plan: the remembered plans, and the recent calls that hold one (a recent call replays
     its plan without asking for it again, so a plan made under the previous choice would run on)."""
@@ -175,9 +183,10 @@ def _forget_plans() -> None:
 
 
 def __getattr__(name: str):
-    """``LANES_PER_ROW``, ``WIDE_LOADS``, ``USE_MATRIX_PARTIAL`` and ``MATRIX_TOKEN_TILES`` are read where they live
-    (``launch``, which ``set_lane_map`` / ``set_matrix_partial`` change), never from a copy taken at import."""
-    if name in ("LANES_PER_ROW", "WIDE_LOADS", "USE_MATRIX_PARTIAL", "MATRIX_TOKEN_TILES"):
+    """``LANES_PER_ROW``, ``WIDE_LOADS``, ``USE_MATRIX_PARTIAL``, ``MATRIX_TOKEN_TILES`` and ``TARGET_THREADGROUPS``
+    are read where they live (``launch``, which ``set_lane_map`` / ``set_matrix_partial`` /
+    ``set_threadgroup_target`` change), never from a copy taken at import."""
+    if name in ("LANES_PER_ROW", "WIDE_LOADS", "USE_MATRIX_PARTIAL", "MATRIX_TOKEN_TILES", "TARGET_THREADGROUPS"):
         return getattr(launch, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -102,6 +102,7 @@ __all__ = [
     "Layout",
     "choose_lane_map",
     "choose_matrix_partial",
+    "choose_threadgroup_target",
     "matrix_eligible",
     "matrix_rows_per_threadgroup",
     "merge_batch",
@@ -313,6 +314,14 @@ def choose_matrix_partial(enabled: bool = True, token_tiles: int = 1) -> None:
     token_tiles = check_choice("token_tiles", token_tiles, (1, 2))
     USE_MATRIX_PARTIAL, MATRIX_TOKEN_TILES = enabled, token_tiles
     _partial_shape.cache_clear()
+
+
+def choose_threadgroup_target(threadgroups: int) -> None:
+    """Set ``TARGET_THREADGROUPS``, the threadgroups a plain pool's default partition aims at (checked first: a
+    refused choice changes nothing). ``impl.paged_attention.set_threadgroup_target`` forgets its plans too: call
+    that one. The launch shapes need no forgetting: they are keyed on the partition itself."""
+    global TARGET_THREADGROUPS
+    TARGET_THREADGROUPS = check_int("threadgroups", threadgroups, minimum=1)
 
 
 def _rows_of(hq: int, n: int, hk: int, dk: int, dv: int, dtype: mx.Dtype, quant, layout: "Layout") -> int:
