@@ -31,6 +31,14 @@ BAD = [
     ("set_matrix_partial token_tiles 3", lambda: paged.set_matrix_partial(True, 3), ValueError, "token_tiles"),
     ("set_threadgroup_target 0", lambda: paged.set_threadgroup_target(0), ValueError, "threadgroups"),
     ("set_threadgroup_target float", lambda: paged.set_threadgroup_target(512.0), TypeError, "threadgroups"),
+    ("set_matrix_ring 1", lambda: paged.set_matrix_ring(1), ValueError, "slots"),
+    ("set_matrix_ring past MAX_RING_SLOTS", lambda: paged.set_matrix_ring(5), ValueError, "slots"),
+    ("set_matrix_ring float", lambda: paged.set_matrix_ring(3.0), TypeError, "slots"),
+    ("paged ring_slots unknown arm", lambda: paged.launch.ring_slots("gpu", 128, 128, mx.bfloat16, None, paged.PAGED, 64),
+     ValueError, "arm"),
+    ("paged ring_slots span 0", lambda: paged.launch.ring_slots("cuda", 128, 128, mx.bfloat16, None, paged.PAGED, 0),
+     ValueError, "span"),
+    ("paged ring_shared_bytes ring 1", lambda: paged.launch.ring_shared_bytes(128, 1), ValueError, "ring"),
     ("matrix_rows_per_threadgroup hq not a multiple", lambda: paged.matrix_rows_per_threadgroup(6, 4, 1, 128, 128),
      ValueError, "hq"),
     ("matrix_rows_per_threadgroup head_dim 0", lambda: paged.matrix_rows_per_threadgroup(8, 1, 1, 0, 128), ValueError,
@@ -113,6 +121,52 @@ def test_set_threadgroup_target_moves_the_default_partition_and_keeps_a_refused_
     finally:
         paged.set_threadgroup_target(before)
     assert span() == kept
+
+
+def test_matrix_ring_is_cudas_fetch_where_eligible_and_keeps_a_refused_choice_out():
+    """``set_matrix_ring``: the ring serves the cuda arm's eligible launches only (TT 1, equal head dims, a multiple
+    of 64; partitions of a multiple of 8 tokens), in the ring spec with its dynamic shared memory; Metal and the graph
+    arm, and every other launch, keep register loads; a refused choice changes nothing."""
+    from impl.kernels.launches import _paged_pair
+
+    L, before = paged.launch, paged.MATRIX_RING
+    slots = lambda arm, d=128, dv=None, dtype=mx.bfloat16, quant=None, span=2048: L.ring_slots(
+        arm, d, d if dv is None else dv, dtype, quant, paged.PAGED, span)
+    try:
+        paged.set_matrix_ring(0)
+        assert slots("cuda") == 0, "ring 0: register loads"
+        paged.set_matrix_ring(3)
+        assert paged.MATRIX_RING == 3 and slots("cuda") == 3 and slots("cuda", 64) == 3
+        assert slots("metal") == slots("graph") == 0, "the ring is CUDA's: no cp.async on Metal"
+        assert slots("cuda", 80) == slots("cuda", 256) == slots("cuda", 128, 64) == 0, "head dims the ring cannot take"
+        assert slots("cuda", dtype=mx.float32) == 0 and slots("cuda", quant=(4, 64)) == 0, "not the matrix partial"
+        assert slots("cuda", span=100) == 0, "a partition that is not a multiple of 8 tokens"
+        assert L.ring_shared_bytes(128, 3) == 49152  # 4 SIMD groups x 3 slots x (8 K + 8 V rows of 256 bytes)
+        partial, _ = _paged_pair("bfloat16", None, 8, 2, 4, 128, 128, 16, 300, arm="cuda")
+        assert partial.spec is L.MATRIX_PARTIAL_RING and partial.shared_memory == L.ring_shared_bytes(128, 3)
+        assert dict(partial.template)["RING"] == 3
+        for arm in (None, "metal"):
+            partial, _ = _paged_pair("bfloat16", None, 8, 2, 4, 128, 128, 16, 300, arm=arm)
+            assert partial.spec is L.MATRIX_PARTIAL and partial.shared_memory == 0
+        with pytest.raises(ValueError, match="slots"):
+            paged.set_matrix_ring(8)
+        assert paged.MATRIX_RING == 3, "a refused choice changed the ring"
+    finally:
+        paged.set_matrix_ring(before)
+
+
+def test_ring_source_replaces_the_register_blocks():
+    """The ring spec is the matrix partial with its three register blocks (the first table read, the step's loads, the
+    combine's static buffer) replaced by the ring's pieces, and nothing else changed."""
+    L = paged.launch
+    ring, body = L.MATRIX_PARTIAL_RING.source, L.MATRIX_PARTIAL.source
+    assert L.MATRIX_PARTIAL_RING.arms == ("cuda",)
+    for name, block in L.REGISTER_BLOCKS.items():
+        assert block and body.count(block) == 1 and block not in ring, name
+        piece = L.RING_PIECES[name]
+        assert ring.count(piece) == 1, name
+        ring = ring.replace(piece, block)
+    assert ring == body
 
 
 def test_matrix_eligibility_and_rows():

@@ -226,6 +226,44 @@ def test_dense_pool_half_simdgroup_rows(arm, gate, dtype, geometry, half_simdgro
     oracle_gate(gate, case, direct(case, arm), "lpr16")
 
 
+@pytest.fixture
+def register_fetch():
+    """The matrix partial with register loads (``MATRIX_RING`` 0) for one test, whatever the default."""
+    previous = paged.MATRIX_RING
+    paged.set_matrix_ring(0)
+    yield
+    paged.set_matrix_ring(previous)
+
+
+# The ring fetch's cases (launch.ring_eligible: K and V head dims equal, a multiple of 64): the dense grid's, and
+# block sizes that take its other copy path (1, 4: not a multiple of 8, a table entry per row) or one block per step
+# off a power of two (24), lengths that end mid-step (a step's rows past the end: V read from the last live row).
+RING_GEOMETRIES = [g for g in GEOMETRIES if g[2] == g[3] and g[2] % 64 == 0 and g[2] <= MATRIX_MAX_DIM] + [
+    (8, 2, 128, 128, 4, 301, 2),
+    (8, 2, 64, 64, 1, 77, 1),
+    (4, 1, 128, 128, 24, 509, 3),
+    (8, 8, 128, 128, 8, 1031, 1),
+]
+
+
+@pytest.mark.gate
+@pytest.mark.parametrize("slots", [2, 3, 4])
+@pytest.mark.parametrize("geometry", RING_GEOMETRIES, ids=geometry_id)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_dense_pool_ring(arm, gate, dtype, geometry, slots, register_fetch):
+    """The ring fetch (CUDA: K / V copied ahead into shared memory) against the oracle, and bit for bit against the
+    register fetch: the same words reach the same products."""
+    if arm != "cuda":
+        pytest.skip("the ring is the CUDA arm's fetch (cp.async); Metal and the graph arm load into registers")
+    case = make_case(dtype, geometry)
+    registers = np.array(direct(case, arm).astype(mx.float32))
+    paged.set_matrix_ring(slots)
+    out = direct(case, arm)
+    oracle_gate(gate, case, out, f"ring{slots}")
+    assert np.array_equal(np.array(out.astype(mx.float32)), registers, equal_nan=True), (
+        f"ring {slots}: not bit-identical to the register fetch")
+
+
 # --- inputs realistic kernel bugs need ---------------------------------------------------------------------------
 # (Hq, Hkv, Dk, Dv, block_size, length, n, quant), ids from ``geometry_id`` and the quantization.
 

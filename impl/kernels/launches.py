@@ -27,9 +27,9 @@ from impl import paged_attention as paged
 
 from .compile import KernelSpec, Launch
 
-__all__ = ["DTYPES", "GEOMETRIES", "KVQ4_GEOMETRIES", "MULTI_QUERY_GEOMETRIES", "SIMDGROUP_PROBE", "argmax_launches",
+__all__ = ["DTYPES", "GEOMETRIES", "RING_GEOMETRIES", "KVQ4_GEOMETRIES", "MULTI_QUERY_GEOMETRIES", "SIMDGROUP_PROBE", "argmax_launches",
            "half_row_launches", "kvq4_launches", "metal_launches", "multi_query_launches", "paged_launches",
-           "probe_launch", "simt_launches", "small_input_launches", "strided_launches"]
+           "probe_launch", "ring_launches", "simt_launches", "small_input_launches", "strided_launches"]
 
 DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 # (Hq, Hkv, n, Dk, Dv, block_size): DV a multiple of 32 and not (80), MQA, GQA; the last: Dv 256 with 8 query
@@ -49,13 +49,13 @@ def _quantizations():
             sts.PagedQuantization(8, 128))
 
 
-def _paged_pair(dtype, quant, hq, hkv, n, dk, dv, bs, length=70, spare_blocks=2) -> list[Launch]:
+def _paged_pair(dtype, quant, hq, hkv, n, dk, dv, bs, length=70, spare_blocks=2, arm=None) -> list[Launch]:
     from properties import strategies as sts
 
     case = sts.build_paged_case(np.random.default_rng(0), dtype=dtype, hq=hq, hkv=hkv, n=n, dk=dk, dv=dv,
                                 block_size=bs, length=length, quant=quant, spare_blocks=spare_blocks)
     table, scale, planes, _ = paged._validate(case.q_mx, case.storage, case.table, case.length, case.scale, direct=True)
-    partial = paged.partial_launch(case.q_mx, case.storage, table, case.length, scale, planes)
+    partial = paged.partial_launch(case.q_mx, case.storage, table, case.length, scale, planes, arm=arm)
     parts = mx.zeros(partial.output_shapes[0], mx.float32)
     return [partial, paged.merge_launch(parts, partial.inputs[4], case.q_mx.dtype)]
 
@@ -67,6 +67,27 @@ def paged_launches() -> list[Launch]:
             geometries = GEOMETRIES if quant is None else (GEOMETRIES[0], GEOMETRIES[2])
             for geometry in geometries:
                 launches += _paged_pair(dtype, quant, *geometry)
+    return launches
+
+
+# (Hq, Hkv, n, D, block_size, length) of the matrix partial's ring fetch (CUDA only): the H200 benchmark's 32/8/D128
+# and 8/1 instantiations, D64, blocks of 4 (a table entry per row) and 24 (one block per step, off a power of two).
+RING_GEOMETRIES = ((32, 8, 1, 128, 16, 300), (8, 1, 1, 128, 16, 300), (8, 2, 4, 64, 4, 70), (4, 1, 3, 128, 24, 509))
+
+
+def ring_launches() -> list[Launch]:
+    """The ring fetch's partials (``paged.set_matrix_ring``: 2 to MAX_RING_SLOTS slots) per 16-bit dtype, with their
+    merges, as the cuda arm launches them."""
+    previous, launches = paged.MATRIX_RING, []
+    try:
+        for slots in range(2, paged.launch.MAX_RING_SLOTS + 1):
+            paged.set_matrix_ring(slots)
+            for dtype in ("bfloat16", "float16"):
+                for hq, hkv, n, d, bs, length in RING_GEOMETRIES:
+                    launches += _paged_pair(dtype, None, hq, hkv, n, d, d, bs, length, arm="cuda")
+    finally:
+        paged.set_matrix_ring(previous)
+    assert all(launch.spec is paged.launch.MATRIX_PARTIAL_RING for launch in launches[::2]), "a launch left the ring"
     return launches
 
 

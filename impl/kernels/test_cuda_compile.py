@@ -28,7 +28,8 @@ import pytest
 from impl import normalized_argmax as argmax
 from impl import paged_attention as paged
 from impl.kernels import Launch, cuda_translation_unit
-from impl.kernels.launches import (argmax_launches, half_row_launches, paged_launches, simt_launches, small_input_launches,
+from impl.kernels.launches import (argmax_launches, half_row_launches, paged_launches, ring_launches, simt_launches,
+                                   small_input_launches,
                                    strided_launches)
 from impl.kernels.nvcc import NVCC, SKIP_REASON, compile_batches
 
@@ -55,6 +56,20 @@ def test_argmax_blocks_share_an_sm(tmp_path):
     assert used and all(n <= 65536 // argmax.MAX_THREADS for n in used.values()), used
     vector_path = {launch.cuda_function for launch in launches if dict(launch.template)["V"] % argmax.CHUNK == 0}
     assert vector_path and all(used[name] <= 65536 // (2 * argmax.MAX_THREADS) for name in vector_path), used
+
+
+@pytest.mark.skipif(NVCC is None, reason=SKIP_REASON)
+def test_ring_fetch_compiles_and_keeps_four_threadgroups_per_sm(tmp_path):
+    """The matrix partial's ring fetch (CUDA only: ``paged.set_matrix_ring``) compiles at every slot count, dtype and
+    copy path. With 3 slots at D128 (4 SIMD groups, 128 threads, 49 KB of dynamic shared memory) it must stay at <= 128
+    registers: 65536 / (4 x 128), so 4 threadgroups share an H200 SM and the 512-threadgroup grid is one wave. At 129
+    it is 3 per SM, 1.29 waves, and 2 slots (129 registers) measured 155 against the register fetch's 136 us at
+    32/8/D128/N128k (records/h200-cuda/matrix-partial-ring/); ptxas -v here and the H200's NVRTC both report 128."""
+    launches = ring_launches()
+    used = register_counts(tmp_path, launches)
+    d128 = [launch for launch in launches if launch.spec is paged.launch.MATRIX_PARTIAL_RING
+            and dict(launch.template)["DK"] == 128 and dict(launch.template)["RING"] == 3]
+    assert d128 and all(used[launch.cuda_function] <= 65536 // (4 * 128) for launch in d128), used
 
 
 def register_counts(workdir, launches: list[Launch]) -> dict[str, int]:

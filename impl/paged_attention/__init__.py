@@ -38,6 +38,9 @@ Two partial bodies, one contract: plain bfloat16 / float16 pools whose head dims
 up to 128 take the matrix partial (``partial_matrix.metal``: the products on the SIMD groups' matrix
 units; ``launch.matrix_eligible``), every other pool the SIMT partial (``partial.metal``); both feed
 the same merge, and ``set_matrix_partial(False)`` puts the SIMT body on every pool (sweeps, its tests).
+On the cuda arm the matrix partial can take its K / V through a ring of steps copied ahead by cp.async
+(``set_matrix_ring(3)``: ``launch.MATRIX_RING``'s comment, its figures and why it is off by default); the
+outputs are bit-identical to the register fetch's (``test_dense_pool_ring``).
 
 The package: ``launch`` holds the kernels (the algorithm, the launch geometry, the specs and the
 launches, over the bodies ``partial.metal``, ``partial_matrix.metal`` and ``merge.metal`` beside it), ``graph`` the graph arm
@@ -89,7 +92,7 @@ from .launch import (HEADER, KVQ4, MATRIX_MAX_DIM, MATRIX_MIN_PARTITION, MATRIX_
                      PARTITION_QUANTUM, QUANTIZED_MIN_PARTITION,
                      QUANTIZED_PARTIAL, QUANTIZED_TARGET_THREADGROUPS, SIMD, SIMDGROUPS, STRIDED_PARTIAL,
                      THREADGROUP_MEMORY, Layout, _CACHE_SIZE, _geometry, _partial_shape,
-                     _quant_key, _span_of, merge_batch, merge_launch, pack_partials, partial_launch, partial_shape, partition_size,
+                     _quant_key, _span_of, merge_batch, ring_slots, merge_launch, pack_partials, partial_launch, partial_shape, partition_size,
                      matrix_eligible, matrix_rows_per_threadgroup, partition_span, rows_per_threadgroup,
                      single_block_table, strided_partial_launch)
 
@@ -128,6 +131,7 @@ __all__ = [
     "rows_per_threadgroup",
     "set_lane_map",
     "set_matrix_partial",
+    "set_matrix_ring",
     "set_threadgroup_target",
 ]
 
@@ -175,6 +179,13 @@ def set_threadgroup_target(threadgroups: int) -> None:
     _forget_plans()
 
 
+def set_matrix_ring(slots: int = 0) -> None:
+    """Choose ``MATRIX_RING``, the matrix partial's ring fetch on CUDA (0: register loads; 2-4 slots), for later
+    calls (sweeps, tests) and forget the plans remembered under the previous one."""
+    launch.choose_matrix_ring(slots)
+    _forget_plans()
+
+
 def _forget_plans() -> None:
     """Forget every compiled plan: the remembered plans, and the recent calls that hold one (a recent call replays
     its plan without asking for it again, so a plan made under the previous choice would run on)."""
@@ -183,10 +194,11 @@ def _forget_plans() -> None:
 
 
 def __getattr__(name: str):
-    """``LANES_PER_ROW``, ``WIDE_LOADS``, ``USE_MATRIX_PARTIAL``, ``MATRIX_TOKEN_TILES`` and ``TARGET_THREADGROUPS``
-    are read where they live (``launch``, which ``set_lane_map`` / ``set_matrix_partial`` /
-    ``set_threadgroup_target`` change), never from a copy taken at import."""
-    if name in ("LANES_PER_ROW", "WIDE_LOADS", "USE_MATRIX_PARTIAL", "MATRIX_TOKEN_TILES", "TARGET_THREADGROUPS"):
+    """``LANES_PER_ROW``, ``WIDE_LOADS``, ``USE_MATRIX_PARTIAL``, ``MATRIX_TOKEN_TILES``, ``TARGET_THREADGROUPS`` and
+    ``MATRIX_RING`` are read where they live (``launch``, which ``set_lane_map`` / ``set_matrix_partial`` /
+    ``set_threadgroup_target`` / ``set_matrix_ring`` change), never from a copy taken at import."""
+    if name in ("LANES_PER_ROW", "WIDE_LOADS", "USE_MATRIX_PARTIAL", "MATRIX_TOKEN_TILES", "TARGET_THREADGROUPS",
+                "MATRIX_RING"):
         return getattr(launch, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -365,13 +377,16 @@ def _plan(arm: str, hq: int, n: int, hk: int, dk: int, dv: int, block_size: int,
     step makes the same call, so after the first only this lookup remains between the checks and
     the launch: the host cost per call on the H200 was more than the kernels' time at N = 32k."""
     span = _span_of(hq, n, hk, dk, dv, dtype, quant, length, partition)
-    shape = _partial_shape(hq, n, hk, dk, dv, block_size, dtype, quant, length, span, PAGED)
-    pair = _compiled_pair(arm, shape.spec, shape.template, shape.grid, shape.threadgroup, shape.output_shapes, dtype)
+    shape = _partial_shape(hq, n, hk, dk, dv, block_size, dtype, quant, length, span, PAGED,
+                           ring_slots(arm, dk, dv, dtype, quant, PAGED, span))
+    pair = _compiled_pair(arm, shape.spec, shape.template, shape.grid, shape.threadgroup, shape.output_shapes, dtype,
+                          shape.shared_memory)
     return pair, _geometry(scale, length, span)
 
 
 @lru_cache(maxsize=64)
-def _compiled_pair(arm: str, spec: KernelSpec, template, grid, threadgroup, output_shapes, out_dtype: mx.Dtype):
+def _compiled_pair(arm: str, spec: KernelSpec, template, grid, threadgroup, output_shapes, out_dtype: mx.Dtype,
+                   shared_memory: int = 0):
     """Partial + merge as one ``mx.compile``d function per launch configuration.
 
     A call then replays the traced pair instead of building two custom-kernel primitives in
@@ -381,7 +396,7 @@ def _compiled_pair(arm: str, spec: KernelSpec, template, grid, threadgroup, outp
     """
 
     def pair(*inputs):
-        launch = Launch(spec, inputs, template, grid, threadgroup, output_shapes, (mx.float32,))
+        launch = Launch(spec, inputs, template, grid, threadgroup, output_shapes, (mx.float32,), shared_memory)
         (parts,) = launch.run(arm)
         (out,) = merge_launch(parts, inputs[4], out_dtype).run(arm)
         return out

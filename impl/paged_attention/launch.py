@@ -83,6 +83,9 @@ __all__ = [
     "MATRIX_MAX_DIM",
     "MATRIX_MIN_PARTITION",
     "MATRIX_PARTIAL",
+    "MATRIX_PARTIAL_RING",
+    "MATRIX_RING",
+    "MAX_RING_SLOTS",
     "MATRIX_TOKEN_TILES",
     "USE_MATRIX_PARTIAL",
     "MAX_ROWS",
@@ -102,6 +105,7 @@ __all__ = [
     "Layout",
     "choose_lane_map",
     "choose_matrix_partial",
+    "choose_matrix_ring",
     "choose_threadgroup_target",
     "matrix_eligible",
     "matrix_rows_per_threadgroup",
@@ -112,6 +116,9 @@ __all__ = [
     "partial_shape",
     "partition_size",
     "partition_span",
+    "ring_eligible",
+    "ring_shared_bytes",
+    "ring_slots",
     "rows_per_threadgroup",
     "single_block_table",
     "strided_partial_launch",
@@ -173,6 +180,17 @@ THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory a body may declare
 USE_MATRIX_PARTIAL = True
 MATRIX_TOKEN_TILES = 1  # TT: 8-token tiles per SIMD-group step (1 or 2; 2 lost: perf/RESULTS.md, "Tried and lost")
 MATRIX_MAX_DIM = 128
+# MATRIX_RING: steps of K / V a matrix partial's SIMD group keeps in its ring on CUDA (``ring_slots``: TT 1, K and V
+# head dims equal and a multiple of 64, partitions of a multiple of 8 tokens), RING - 1 of them copied ahead by
+# cp.async (ring_prologue.metal); 0: register loads there too. Metal always loads into registers (no cp.async, and
+# its 32 KB of threadgroup memory would not hold the ring). Why: register loads leave a SIMD group nothing in flight
+# while it computes, and the partial took ~7 us more than a kernel that only reads the same pool at 32/8/D128/N128k
+# (records/h200-cuda/ncu-partial/). H200 kernel time, partial + merge, 3 slots against register loads
+# (records/h200-cuda/matrix-partial-ring/): 32/8/D128/N128k 132.1-133.1 against 138.4-139.7 us (MLX SDPA 129.2),
+# N32k 40.6-40.7 against 41.5-42.6, 8/1/N32k 15.2-15.5 against 16.5-16.6, 16/8/D64/N32k 25.5-25.6 against
+# 26.7-27.2. It stays 0 until the whole cuda gate set, compute-sanitizer and the ring files' generated mutants have
+# run on this form of it (that record's README says which ran).
+MATRIX_RING = 0
 MATRIX_ROWS = 8  # query rows one matrix threadgroup serves: one 8-row tile
 # A matrix partial's default partition holds at least MATRIX_MIN_PARTITION tokens: with one KV head the threadgroup
 # target alone gives 64-token partitions (512 of them), whose merge then costs more than the partial. H200 kernel
@@ -212,6 +230,31 @@ LOAD_STRIDED_AFFINE = {
 
 MERGE_SOURCE = kernel_text(__file__, "merge.metal")
 MATRIX_PARTIAL_SOURCE = kernel_text(__file__, "partial_matrix.metal")
+# The ring fetch (``MATRIX_RING``): the matrix partial with three of its blocks replaced by the ring's pieces: the
+# first step's block-table read (ring_prologue.metal), the step's register loads (ring_fetch.metal) and the combine's
+# buffer (ring_osh.metal, which takes the ring's memory).
+_FETCH_START = "    for (uint h = 0; h < TT; ++h) {\n      const uint t = min(t0 + 8 * h + fr, stop - 1);\n"
+REGISTER_BLOCKS = {
+    "prologue": "  uint block[TT];\n"
+                "  for (uint h = 0; h < TT; ++h) block[h] = table[min(first + sg * TB + 8 * h + fr, stop - 1) / BS];\n",
+    "fetch": MATRIX_PARTIAL_SOURCE[MATRIX_PARTIAL_SOURCE.index(_FETCH_START):
+                                   MATRIX_PARTIAL_SOURCE.index("    // S^T = K . Q^T, two dim tiles")],
+    "osh": "  threadgroup float osh[SG * R * DV];\n",
+}
+
+
+RING_PIECES = {"prologue": kernel_text(__file__, "ring_prologue.metal"), "fetch": kernel_text(__file__, "ring_fetch.metal"),
+               "osh": kernel_text(__file__, "ring_osh.metal")}
+RING_HEADER = kernel_text(__file__, "ring.h")
+
+
+def _ring_source() -> str:
+    """The matrix partial with RING_PIECES in place of REGISTER_BLOCKS (each in the body once)."""
+    body = MATRIX_PARTIAL_SOURCE
+    for name, block in REGISTER_BLOCKS.items():
+        assert block and body.count(block) == 1, name
+        body = body.replace(block, RING_PIECES[name])
+    return body
 
 
 def _with_loads(loads: dict[str, str]) -> str:
@@ -235,6 +278,10 @@ STRIDED_PARTIAL = KernelSpec("direct_attention_strided_affine_partial",
 # The matrix partial over plain 16-bit pools (USE_MATRIX_PARTIAL's comment): the same inputs and output.
 MATRIX_PARTIAL = KernelSpec("paged_attention_matrix_partial", ("q", "keys", "values", "table", "geometry"), ("parts",),
                             MATRIX_PARTIAL_SOURCE, header=SIMDGROUP_HEADER + HEADER)
+# The same body with the ring fetch (CUDA only: cp.async, dynamic shared memory; ``MATRIX_RING``'s comment).
+MATRIX_PARTIAL_RING = KernelSpec("paged_attention_matrix_partial_ring", MATRIX_PARTIAL.input_names,
+                                 MATRIX_PARTIAL.output_names, _ring_source(),
+                                 header=SIMDGROUP_HEADER + HEADER + RING_HEADER, arms=("cuda",))
 MERGE = KernelSpec("paged_attention_merge", ("parts", "geometry"), ("out",), MERGE_SOURCE)
 
 
@@ -314,6 +361,20 @@ def choose_matrix_partial(enabled: bool = True, token_tiles: int = 1) -> None:
     token_tiles = check_choice("token_tiles", token_tiles, (1, 2))
     USE_MATRIX_PARTIAL, MATRIX_TOKEN_TILES = enabled, token_tiles
     _partial_shape.cache_clear()
+
+
+MAX_RING_SLOTS = 4  # 4 x 4 KB per SIMD group at D128: 64 KB a threadgroup, 3 threadgroups per H200 SM
+
+
+def choose_matrix_ring(slots: int = 0) -> None:
+    """Set ``MATRIX_RING``: 0, or 2 to ``MAX_RING_SLOTS`` slots (checked first: a refused choice changes nothing).
+    ``impl.paged_attention.set_matrix_ring`` forgets its plans too: call that one. The launch shapes are keyed on
+    the slots themselves."""
+    global MATRIX_RING
+    slots = check_int("slots", slots, minimum=0)
+    if slots == 1 or slots > MAX_RING_SLOTS:
+        raise ValueError(f"slots must be 0 (register loads) or 2 to {MAX_RING_SLOTS}, got {slots}")
+    MATRIX_RING = slots
 
 
 def choose_threadgroup_target(threadgroups: int) -> None:
@@ -424,16 +485,22 @@ def _lanes(dim: int, bits: int | None) -> int:
 
 
 def partial_launch(q: mx.array, storage: PagedStorage, table, length: int, scale: float,
-                   planes: Sequence[mx.array] = (), partition: int | None = None) -> Launch:
+                   planes: Sequence[mx.array] = (), partition: int | None = None, arm: str | None = None) -> Launch:
     """The partial pass's call (inputs, template, grid): one threadgroup per (partition, KV head, row chunk).
-    ``table``: a ``BlockTable`` (its padded device copy is read) or an int32 mx.array."""
+    ``table``: a ``BlockTable`` (its padded device copy is read) or an int32 mx.array. ``arm``: the arm the launch
+    is for, which picks the matrix partial's fetch (``ring_slots``: the ring on CUDA where ``MATRIX_RING`` asks for
+    it); None: register loads, which every compiled arm runs."""
     _, hq, n, _ = q.shape
     span = partition_span(q, storage, length, partition)
+    quant = _quant_key(storage.quantization)
+    ring = 0 if arm is None else ring_slots(arm, storage.head_dim, storage.v_head_dim, storage.dtype, quant, PAGED,
+                                              span)
     shape = _partial_shape(hq, n, storage.keys.shape[1], storage.head_dim, storage.v_head_dim, storage.block_size,
-                           storage.dtype, _quant_key(storage.quantization), length, span, PAGED)
+                           storage.dtype, quant, length, span, PAGED, ring)
     table = table.padded if isinstance(table, BlockTable) else table
     return Launch(shape.spec, (q, storage.keys, storage.values, table, _geometry(scale, length, span), *planes),
-                  shape.template, shape.grid, shape.threadgroup, shape.output_shapes, (mx.float32,))
+                  shape.template, shape.grid, shape.threadgroup, shape.output_shapes, (mx.float32,),
+                  shape.shared_memory)
 
 
 def strided_partial_launch(q: mx.array, storage: PagedStorage, length: int, scale: float,
@@ -485,11 +552,39 @@ PAGED = Layout()
 KVQ4 = Layout(strided=True, round_q=True, round_kv=False)
 
 
+def ring_eligible(head_dim: int, v_head_dim: int, dtype: mx.Dtype, quant, layout: "Layout") -> bool:
+    """Whether a matrix partial can take the ring fetch (``MATRIX_RING``): it is the matrix partial, with TT 1, and
+    K and V rows of the same head dim, a multiple of 64 (whole 8-chunk bank rows: ``ring_prologue.metal``)."""
+    return (matrix_eligible(head_dim, v_head_dim, dtype, quant, layout) and MATRIX_TOKEN_TILES == 1
+            and head_dim == v_head_dim and head_dim % 64 == 0)
+
+
+def ring_slots(arm: str, head_dim: int, v_head_dim: int, dtype: mx.Dtype, quant, layout: "Layout", span: int) -> int:
+    """The ring's slots for a launch on ``arm`` with partitions of ``span`` tokens: ``MATRIX_RING`` on CUDA where
+    ``ring_eligible`` and the span is a multiple of 8 (every step then starts on a multiple of 8 tokens: with blocks
+    of a multiple of 8 its rows lie in one block, which the ring's copies take as one run), else 0."""
+    arm = check_choice("arm", arm, ("metal", "cuda", "graph"))
+    span = check_int("span", span, minimum=1)
+    if (arm != "cuda" or not MATRIX_RING or span % 8
+            or not ring_eligible(head_dim, v_head_dim, dtype, quant, layout)):
+        return 0
+    return MATRIX_RING
+
+
+def ring_shared_bytes(head_dim: int, ring: int) -> int:
+    """Dynamic shared memory of the ring fetch: per SIMD group ``ring`` slots of one step's 8 K and 8 V rows
+    (16-bit). The combine's buffer (R x Dv floats per SIMD group) takes the same memory after the last step."""
+    head_dim, ring = check_int("head_dim", head_dim, minimum=1), check_int("ring", ring, minimum=2)
+    return SIMDGROUPS * ring * 2 * 8 * head_dim * 2
+
+
 @lru_cache(maxsize=256)
 def _partial_shape(hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, dtype: mx.Dtype,
-                   quant: tuple[int, int] | None, length: int, span: int, layout: Layout) -> "_LaunchShape":
+                   quant: tuple[int, int] | None, length: int, span: int, layout: Layout,
+                   ring: int = 0) -> "_LaunchShape":
     """The partial's launch without inputs (spec, template, grid, outputs): a pure function of the
-    shapes, remembered because every layer of a decode step asks for the same one."""
+    shapes, remembered because every layer of a decode step asks for the same one. ``ring``: the matrix partial's
+    ring slots (``ring_slots``), 0 for register loads."""
     if layout not in (PAGED, KVQ4) or (layout.strided and quant is None):
         raise ValueError(f"layout must be PAGED or, for an affine cache, KVQ4; got {layout}")
     rows = _rows_of(hq, n, hk, dk, dv, dtype, quant, layout)
@@ -502,6 +597,9 @@ def _partial_shape(hq: int, n: int, hk: int, dk: int, dv: int, block_size: int, 
     if matrix_eligible(dk, dv, dtype, quant, layout):
         template = (("HQ", hq), ("HK", hk), ("N", n), ("DK", dk), ("DV", dv), ("BS", block_size), ("R", rows),
                     ("SG", SIMDGROUPS), ("TT", MATRIX_TOKEN_TILES), ("InT", dtype))
+        if ring:
+            return _LaunchShape(MATRIX_PARTIAL_RING, template + (("RING", ring),), grid, (threads, 1, 1), outputs,
+                                ring_shared_bytes(dk, ring))
         return _LaunchShape(MATRIX_PARTIAL, template, grid, (threads, 1, 1), outputs)
     lanes = _lane_map(dk, dv, dtype, None if quant is None else quant[0])
     template = [("HQ", hq), ("HK", hk), ("N", n), ("DK", dk), ("DV", dv), ("BS", block_size),
@@ -521,6 +619,7 @@ class _LaunchShape(NamedTuple):
     grid: tuple[int, int, int]
     threadgroup: tuple[int, int, int]
     output_shapes: tuple
+    shared_memory: int = 0
 
 
 # Threads per output element in the merge (template SL), each over every SL-th partition: a 32 x SL threadgroup

@@ -88,6 +88,10 @@ COMPILED_BY: dict[str, tuple[str, ...]] = {
     "impl/normalized_argmax_fused_scan.metal": ("cuda",),  # FUSED, FUSED_LSE: MLX's CUDA logsumexp
     "impl/multi_query/ring_buffers.metal": ("cuda",),  # PARTIAL_RING: cp.async ring
     "impl/multi_query/ring_stager_loop.metal": ("cuda",),
+    "impl/paged_attention/ring.h": ("cuda",),  # MATRIX_PARTIAL_RING: cp.async ring
+    "impl/paged_attention/ring_prologue.metal": ("cuda",),
+    "impl/paged_attention/ring_fetch.metal": ("cuda",),
+    "impl/paged_attention/ring_osh.metal": ("cuda",),
 }
 # Text both arms compile but only one runs: (file, first line's text or None for the whole file, the text that
 # ends the region or None, arms, why).
@@ -100,6 +104,7 @@ RUN_BY: tuple[tuple[str, str | None, str | None, tuple[str, ...], str], ...] = (
 # Body files with nothing to mutate, and why (meta_tests holds the generator to producing mutants for the rest).
 NO_SITES: dict[str, str] = {
     "impl/multi_query/merge.h": "a preprocessor guard alone",
+    "impl/paged_attention/ring.h": "inline PTX (cp.async, createpolicy, ld.shared) behind a guard: no operator",
     "impl/multi_query/buffers.metal": "threadgroup buffer declarations alone",
     "impl/multi_query/ring_buffers.metal": "shared-memory pointer declarations alone",
 }
