@@ -61,6 +61,9 @@ def pytest_addoption(parser):
     group = parser.getgroup("mlxgate")
     group.addoption("--device", choices=arm_registry.DEVICES, default=None,
                     help="MLX device for the run (default: gpu where MLX has one, else cpu)")
+    group.addoption("--matrix-ring", type=int, default=None, metavar="SLOTS",
+                    help="run paged attention's matrix partial with its ring fetch on the cuda arm "
+                         "(impl.paged_attention.set_matrix_ring; default: the package's MATRIX_RING)")
 
 
 def pytest_configure(config):
@@ -70,9 +73,24 @@ def pytest_configure(config):
     except ValueError as exc:  # --device gpu on a machine without one: a usage error, not an internal one
         raise pytest.UsageError(f"--device {device}: {exc}") from None
     config.mlxgate_device = device
+    ring = config.getoption("--matrix-ring")
+    if ring is not None:  # every process of the run (xdist workers load this file too) takes the same fetch
+        import impl.paged_attention as paged
+
+        try:
+            paged.set_matrix_ring(ring)
+        except (TypeError, ValueError) as exc:
+            raise pytest.UsageError(f"--matrix-ring {ring}: {exc}") from None
     if not hasattr(config, "workerinput"):  # the xdist controller, or a plain run
         recorder.reset()
         recorder.append_record(environment_record(device))
+
+
+def _matrix_ring() -> int:
+    """The paged matrix partial's ring slots this run's cuda arm takes (``--matrix-ring``; 0: register loads)."""
+    import impl.paged_attention as paged
+
+    return paged.MATRIX_RING
 
 
 def environment_record(device: str) -> dict:
@@ -95,6 +113,7 @@ def environment_record(device: str) -> dict:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "profile": settings._current_profile,
+        "matrix_ring": _matrix_ring(),
         "arms": {name: {"available": s.available, "reason": s.reason} for name, s in statuses.items()},
         **run_context(),  # os, date, mlx_backend, torch, git commit/dirty (reports/environment.py)
     }

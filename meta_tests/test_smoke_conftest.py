@@ -56,3 +56,33 @@ def test_discover_arms_names_a_bad_device():
     for device in (0, "", "tpu"):
         with pytest.raises(ValueError, match="device"):
             arms.discover_arms(device)
+
+
+def test_matrix_ring_option_reaches_every_worker_and_the_record(tmp_path):
+    """``--matrix-ring 3`` sets the paged matrix partial's ring in each xdist worker (a test there sees it) and in the
+    run's environment record; a refused slot count is a usage error naming the option."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    probe = tmp_path / "test_ring_probe.py"
+    probe.write_text("import impl.paged_attention as paged\n\n\n"
+                     "def test_ring_is_set():\n    assert paged.MATRIX_RING == 3\n")
+    root = conftest.__file__.rsplit("/", 1)[0]
+    results = tmp_path / "r.jsonl"
+    env = {**os.environ, "MLXGATE_RESULTS": str(results), "PYTHONPATH": root}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "pytest", str(probe), "--rootdir", root, "-c",
+                               f"{root}/pyproject.toml", "--confcutdir", root, "-p", "conftest", "-q",
+                               "-p", "no:cacheprovider", *args],
+                              cwd=root, env=env, capture_output=True, text=True, timeout=180)
+
+    result = run("--matrix-ring", "3", "-n", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [r["matrix_ring"] for r in records if r["kind"] == "environment"] == [3]
+    refused = run("--matrix-ring", "1", "-p", "no:xdist")
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "--matrix-ring 1: slots must be 0" in refused.stderr
