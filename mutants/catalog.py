@@ -103,6 +103,9 @@ PAGED_PARTIAL, PAGED_MERGE, PAGED_HEADER, PAGED_AFFINE_LOAD, PAGED_STRIDED_LOAD 
     f"{PAGED_DIR}/{f}" for f in ("partial.metal", "merge.metal", "paged_attention.h", "load_affine.metal",
                                  "load_strided_affine.metal"))
 PAGED_MATRIX = f"{PAGED_DIR}/partial_matrix.metal"
+PAGED_RING_PROLOGUE = f"{PAGED_DIR}/ring_prologue.metal"
+PAGED_RING_FETCH = f"{PAGED_DIR}/ring_fetch.metal"
+PAGED_RING_GATE = "parity/test_paged_attention.py::test_dense_pool_ring[{arm}-%s-3]"
 PAGED_GRAPH, PAGED_LAUNCH = f"{PAGED_DIR}/graph.py", f"{PAGED_DIR}/launch.py"
 ARGMAX, ARGMAX_BODY, ARGMAX_HEADER, ARGMAX_FUSED_SCAN = (
     "impl/normalized_argmax.py", "impl/normalized_argmax.metal", "impl/normalized_argmax.h",
@@ -301,6 +304,34 @@ CATALOG: tuple[Mutant, ...] = (
               "ka[h].thread_elements()[0] = word_hi<InT>(kw[h][s]);"),),
         (PAGED_GATE % "float16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",),
         arms=("metal", "cuda")),
+
+    # --- direct paged attention: the matrix partial's ring fetch (CUDA only: ring_*.metal) ---------
+    # Killed by test_dense_pool_ring, which runs the ring (3 slots) against the oracle and the register fetch.
+    Mutant(
+        "paged_ring_read_unswizzled",
+        "a lane reads its K pieces back from the ring at their unswizzled places: the copies stored piece p of row r "
+        "at p ^ 2 * bit3(p) ^ bit0(r), so odd rows and upper half-rows read a neighbour's words",
+        "paged_attention",
+        (body(PAGED_RING_FETCH, "const uint4 x = ring_load16(slot + (read_at + (j ^ flip)) * 16);",
+              "const uint4 x = ring_load16(slot + (read_at + j) * 16);"),),
+        (PAGED_RING_GATE % "bfloat16-Hq8-Hkv8-Dk128-Dv128-bs16-len65-n4",),
+        arms=("cuda",)),
+    Mutant(
+        "paged_ring_tail_v_unclamped",
+        "the last, partial step reads V of its rows past the end (whatever follows in the block, NaN in the gates' "
+        "pools) instead of the last live row: weight 0 times NaN is NaN",
+        "paged_attention",
+        (body(PAGED_RING_FETCH, "const uint vr = min(fr, stop - 1 - t0),", "const uint vr = fr,"),),
+        (PAGED_RING_GATE % "bfloat16-Hq8-Hkv8-Dk128-Dv128-bs8-len1031-n1",),
+        arms=("cuda",)),
+    Mutant(
+        "paged_ring_copies_into_the_next_slot",
+        "a step's copies go into the slot after its own: the step reads a slot holding another step's rows (or none)",
+        "paged_attention",
+        (body(PAGED_RING_PROLOGUE, "const uint at = ring_shared + ((a / (SG * TB)) % RING) * (2 * PLANE * 16);",
+              "const uint at = ring_shared + ((a / (SG * TB) + 1) % RING) * (2 * PLANE * 16);"),),
+        (PAGED_RING_GATE % "bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8",),
+        arms=("cuda",)),
 
     # --- normalized argmax -----------------------------------------------------
     Mutant(
