@@ -294,7 +294,9 @@ CATALOG: tuple[Mutant, ...] = (
         "paged_attention",
         (body(PAGED_MATRIX, "for (uint h = 0; h < TT; ++h) block[h] = table[min(t1 + 8 * h + fr, stop - 1) / BS];",
               "for (uint h = 0; h < TT; ++h) block[h] = block[h];"),),
-        (PAGED_GATE % "bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8",),
+        # The register fetch's line: on CUDA a D128 pool takes the ring (launch.MATRIX_RING), D80 the register fetch.
+        (PAGED_GATE % "bfloat16-Hq16-Hkv2-Dk128-Dv128-bs32-len600-n8",
+         PAGED_GATE % "bfloat16-Hq6-Hkv2-Dk80-Dv80-bs8-len97-n8"),
         arms=("metal", "cuda")),
     Mutant(
         "paged_matrix_key_pair_halves_duplicated",

@@ -188,9 +188,8 @@ MATRIX_MAX_DIM = 128
 # (records/h200-cuda/ncu-partial/). H200 kernel time, partial + merge, 3 slots against register loads
 # (records/h200-cuda/matrix-partial-ring/): 32/8/D128/N128k 132.1-133.1 against 138.4-139.7 us (MLX SDPA 129.2),
 # N32k 40.6-40.7 against 41.5-42.6, 8/1/N32k 15.2-15.5 against 16.5-16.6, 16/8/D64/N32k 25.5-25.6 against
-# 26.7-27.2. It stays 0 until the whole cuda gate set, compute-sanitizer and the ring files' generated mutants have
-# run on this form of it (that record's README says which ran).
-MATRIX_RING = 0
+# 26.7-27.2. Its gates, compute-sanitizer and generated mutants on the cuda arm: records/h200-cuda/ring-default/.
+MATRIX_RING = 3
 MATRIX_ROWS = 8  # query rows one matrix threadgroup serves: one 8-row tile
 # A matrix partial's default partition holds at least MATRIX_MIN_PARTITION tokens: with one KV head the threadgroup
 # target alone gives 64-token partitions (512 of them), whose merge then costs more than the partial. H200 kernel

@@ -28,6 +28,10 @@
     stop = max(stop, end);
     if (i == fr) lim = end;
   }
+  // The first step's block-table entries (the ring fetch: its first RING - 1 steps' copies, ring_prologue.metal)
+  // are asked for before q is staged, so that their latency passes under q's loads and the barrier.
+  uint block[TT];
+  for (uint h = 0; h < TT; ++h) block[h] = table[min(first + sg * TB + 8 * h + fr, stop - 1) / BS];
   // q in the dims' layout, unscaled (q is exact in InT; the scale multiplies the float32 scores), then Q^T's tiles:
   // a transposed load of a 16-bit matrix is the tensor cores' B fragment as it stands.
   threadgroup InT qsh[8 * DK];
@@ -51,8 +55,6 @@
   // bytes), else 8-byte ones; block-table entries are read one step ahead. Reading the next step's rows during
   // this step's products instead (one register set, reloaded as each is used up) costs ~20 registers (142 against
   // 123, nvcc sm_90) and measured slower on the H200: perf/RESULTS.md.
-  uint block[TT];
-  for (uint h = 0; h < TT; ++h) block[h] = table[min(first + sg * TB + 8 * h + fr, stop - 1) / BS];
   for (uint t0 = first + sg * TB; t0 < stop; t0 += SG * TB) {
     uint kw[TT][SK], vw[TT][SV];
     for (uint h = 0; h < TT; ++h) {
