@@ -38,8 +38,9 @@ Two partial bodies, one contract: plain bfloat16 / float16 pools whose head dims
 up to 128 take the matrix partial (``partial_matrix.metal``: the products on the SIMD groups' matrix
 units; ``launch.matrix_eligible``), every other pool the SIMT partial (``partial.metal``); both feed
 the same merge, and ``set_matrix_partial(False)`` puts the SIMT body on every pool (sweeps, its tests).
-On the cuda arm the matrix partial can take its K / V through a ring of steps copied ahead by cp.async
-(``set_matrix_ring(3)``: ``launch.MATRIX_RING``'s comment, its figures and why it is off by default); the
+On the cuda arm the matrix partial takes its K / V through a ring of steps copied ahead by cp.async
+where ``launch.ring_slots`` allows (K and V head dims equal and a multiple of 64; ``launch.MATRIX_RING``'s
+comment has its figures; ``set_matrix_ring(0)`` puts register loads back, as Metal always has them); the
 outputs are bit-identical to the register fetch's (``test_dense_pool_ring``).
 
 The package: ``launch`` holds the kernels (the algorithm, the launch geometry, the specs and the

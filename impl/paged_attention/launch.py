@@ -188,7 +188,8 @@ MATRIX_MAX_DIM = 128
 # (records/h200-cuda/ncu-partial/). H200 kernel time, partial + merge, 3 slots against register loads
 # (records/h200-cuda/matrix-partial-ring/): 32/8/D128/N128k 132.1-133.1 against 138.4-139.7 us (MLX SDPA 129.2),
 # N32k 40.6-40.7 against 41.5-42.6, 8/1/N32k 15.2-15.5 against 16.5-16.6, 16/8/D64/N32k 25.5-25.6 against
-# 26.7-27.2. Its gates, compute-sanitizer and generated mutants on the cuda arm: records/h200-cuda/ring-default/.
+# 26.7-27.2; on an H100 with the ring the default (records/h100-cuda/ring-default/: its gates, compute-sanitizer and
+# mutants there) 32/8/D128/N128k 186.4-187.1 against 189.0-189.5 (MLX SDPA 183.0-183.6), N4k 13.5-13.8 against 14.2.
 MATRIX_RING = 3
 MATRIX_ROWS = 8  # query rows one matrix threadgroup serves: one 8-row tile
 # A matrix partial's default partition holds at least MATRIX_MIN_PARTITION tokens: with one KV head the threadgroup
