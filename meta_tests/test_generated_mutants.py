@@ -202,6 +202,27 @@ def test_equivalents_are_current_and_skipped():
     assert generate(equivalents={}) == EVERY
 
 
+def test_the_docs_table_is_what_the_generator_enumerates():
+    """docs/generated-mutants.md's per-target, per-operator table, its totals and its arms sentence are this tree's
+    counts: a body edit that adds or retires mutants fails here until the table is written again (from ``generate``)."""
+    text = (REPO_ROOT / "docs" / "generated-mutants.md").read_text()
+    head = re.search(r"On this tree: (\d+) mutants, (\d+) of them equivalent, so (\d+) run:", text)
+    assert head, "docs/generated-mutants.md lost its 'On this tree: ...' sentence"
+    assert tuple(map(int, head.groups())) == (len(EVERY), len(EQUIVALENTS), len(GENERATED))
+    header = "| target | " + " | ".join(OPERATORS) + " | total |"
+    assert header in text, f"the table's header is not {header!r}"
+    counts = Counter((m.target, m.operator) for m in GENERATED)
+    for target in TARGETS:
+        row = [counts[(target, op)] for op in OPERATORS]
+        line = f"| `{target}` | " + " | ".join(map(str, row)) + f" | {sum(row)} |"
+        assert line in text, f"{target}: the table should read {line!r}"
+    total = [sum(counts[(t, op)] for t in TARGETS) for op in OPERATORS]
+    assert "| all | " + " | ".join(map(str, total)) + f" | {len(GENERATED)} |" in text
+    arms = Counter(tuple(sorted(m.arms)) for m in GENERATED)
+    assert (f"{arms[('cuda', 'metal')]} run on both compiled arms, {arms[('cuda',)]} on cuda alone, "
+            f"{arms[('metal',)]} on metal alone.") in text
+
+
 def test_tests_resolve_to_the_runs_compiled_arm():
     m = next(m for m in GENERATED if m.target == "kvq4_decode" and m.arms == ("cuda", "metal"))
     cuda_only = bodies.replace(m, arms=("cuda",))
