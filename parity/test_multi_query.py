@@ -122,21 +122,52 @@ def test_multi_query(arm, gate, dtype, geometry):
                  f"{record['threshold']:.3g})"), kernel=KERNEL, case=case.id)
 
     if arm == "graph":  # once per case: MLX's fused attention on the same inputs, for the record
-        try:
-            mlx_out = mx.fast.scaled_dot_product_attention(case.q_mx, case.k_mx, case.v_mx, scale=case.scale,
-                                                           mask="causal")
-            sdpa_error = float(np.max(np.abs(metrics.as_f64(mlx_out) - ref)))
-        except RuntimeError as exc:
-            # MLX's own SDPA is the record's, not the gate's: on its CUDA backend cuDNN refuses the reversed layout's
-            # negative strides ("strA[d] < 0 ... CUDNN_STATUS_BAD_PARAM", H200, MLX 0.32.4), a finding of its own.
-            gate.finding(f"MLX SDPA (mask='causal') refused the inputs of {case.id}",
-                         {"error": str(exc)[:300], "device": str(mx.default_device())}, kernel=KERNEL)
-        else:
-            gate.finding(f"MLX SDPA (mask='causal') vs the float64 oracle, {case.id}",
-                         {"max_abs_error": sdpa_error, "kernel_max_abs_error": record["measured"],
-                          "naive_baseline_error": record["baseline_error"],
-                          "splits": splits or default_splits(n, kvh), "device": str(mx.default_device())},
-                         kernel=KERNEL)
+        record_mlx_sdpa(gate, case, record, ref, splits)
+
+
+def record_mlx_sdpa(gate, case, record, ref, splits) -> dict:
+    """MLX's own causal SDPA on ``case``'s inputs as a finding: its error against the float64 oracle ``ref`` beside
+    the kernel's gate ``record``, or, where MLX refuses the inputs, the refusal. MLX's SDPA is the record's, not the
+    gate's: on its CUDA backend cuDNN refuses the reversed layout's negative strides ("strA[d] < 0 ...
+    CUDNN_STATUS_BAD_PARAM", H200, MLX 0.32.4), a finding of its own, not a failure of the kernel's test."""
+    try:
+        mlx_out = mx.fast.scaled_dot_product_attention(case.q_mx, case.k_mx, case.v_mx, scale=case.scale,
+                                                       mask="causal")
+        sdpa_error = float(np.max(np.abs(metrics.as_f64(mlx_out) - ref)))
+    except RuntimeError as exc:
+        return gate.finding(f"MLX SDPA (mask='causal') refused the inputs of {case.id}",
+                            {"error": str(exc)[:300], "device": str(mx.default_device())}, kernel=KERNEL)
+    return gate.finding(f"MLX SDPA (mask='causal') vs the float64 oracle, {case.id}",
+                        {"max_abs_error": sdpa_error, "kernel_max_abs_error": record["measured"],
+                         "naive_baseline_error": record["baseline_error"],
+                         "splits": splits or default_splits(case.n, case.kvh),
+                         "device": str(mx.default_device())}, kernel=KERNEL)
+
+
+def test_mlx_sdpa_is_recorded_and_its_refusal_is_a_finding(make_gate, monkeypatch):
+    """``record_mlx_sdpa``: MLX's SDPA error is recorded beside the kernel's; where MLX refuses the inputs (as cuDNN
+    refuses negative strides on MLX's CUDA backend) the refusal is a finding naming the case and the error, and the
+    test goes on: a refusal of MLX's is not the kernel's failure."""
+    records = []
+    gate = make_gate(sink=records.append)
+    h, kvh, L, n, d = 4, 2, 2, 40, 32
+    case = build_multi_query_case(np.random.default_rng(0), dtype="float32", h=h, kvh=kvh, L=L, n=n, d=d,
+                                  splits=None, layout="reversed")
+    ref = np.zeros((1, h, L, d))
+    kernel_record = {"measured": 1e-7, "baseline_error": 2e-7}
+    seen = record_mlx_sdpa(gate, case, kernel_record, ref, None)
+    assert seen["title"].endswith(case.id) and "vs the float64 oracle" in seen["title"]
+    assert seen["evidence"]["max_abs_error"] > 0 and seen["evidence"]["kernel_max_abs_error"] == 1e-7
+    assert seen["evidence"]["splits"] == default_splits(n, kvh)
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("[cuDNN] strA[d] < 0: CUDNN_STATUS_BAD_PARAM")
+
+    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", refuse)
+    refused = record_mlx_sdpa(gate, case, kernel_record, ref, None)
+    assert refused["title"] == f"MLX SDPA (mask='causal') refused the inputs of {case.id}"
+    assert "CUDNN_STATUS_BAD_PARAM" in refused["evidence"]["error"]
+    assert [r["kind"] for r in records] == ["finding", "finding"]
 
 
 # Splits whose maxima lie more than exp's float32 range apart (``EXP_OVERFLOW``, 88.7): an attention sink at key 0
