@@ -47,9 +47,18 @@ above; the bug each kills is in the comment above its grid):
 * ``test_partition_buffer_past_the_count_is_never_read`` (compiled arms): the
   partial launched into NaN-initialized memory writes only its count's rows,
   and the merge reads no further.
+
+The ring fetch (CUDA): ``test_dense_pool_ring`` gates it like the dense pools and bit for bit against register
+loads; ``test_ring_under_compute_sanitizer`` runs ``parity.sanitize_ring``'s calls under racecheck and memcheck
+(where compute-sanitizer is on PATH), for the orderings outputs show only by timing.
 """
 
 from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
@@ -660,3 +669,32 @@ def test_planes_that_are_not_mx_arrays_are_type_errors():
     with pytest.raises(ValueError, match="storage.keys"):
         paged_attention(case.q_mx, replace(case.storage, keys=case.storage.keys[0]), case.table, case.length,
                         scale=0.125, arm="graph")
+
+
+# --- the ring under compute-sanitizer ----------------------------------------------------------------------------
+# What each tool prints when it found nothing (compute-sanitizer's summary line).
+SANITIZER_CLEAN = {"racecheck": "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)",
+                   "memcheck": "ERROR SUMMARY: 0 errors"}
+# The limit on one tool's run of parity.sanitize_ring (six calls, their compilation included): records/h200-cuda/
+# matrix-partial-ring/sanitize.py, the same calls at 4 times the length, finished under each tool inside 300 s while
+# the cuda gates ran beside it (records/h100-cuda/ring-default/); a hang fails here instead of stalling the run.
+SANITIZER_SECONDS = 240
+
+
+@pytest.mark.parametrize("tool", sorted(SANITIZER_CLEAN))
+def test_ring_under_compute_sanitizer(arm, tool):
+    """The ring fetch's calls (parity.sanitize_ring) under compute-sanitizer: no shared-memory hazard (racecheck),
+    no invalid access (memcheck), and its outputs bit for bit the register fetch's. The ring's orderings (a copy
+    landing in a slot or buffer still in use, a piece read before the barrier that makes it visible) are wrong
+    only when a copy lands late, which the gates above see only by chance."""
+    if arm != "cuda":
+        pytest.skip("the ring is the CUDA arm's fetch (cp.async); compute-sanitizer checks CUDA kernels")
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        pytest.skip("compute-sanitizer (the CUDA toolkit's) is not on PATH")
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([exe, "--tool", tool, sys.executable, "-m", "parity.sanitize_ring"], cwd=root,
+                         capture_output=True, text=True, timeout=SANITIZER_SECONDS)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, f"{tool}: exit status {run.returncode}:\n{log[-3000:]}"
+    assert SANITIZER_CLEAN[tool] in log, f"{tool} found something:\n{log[-3000:]}"
