@@ -4,9 +4,9 @@
 # $OUT (what a device call returns).
 #   bash records/h200-cuda/ring-default/run.sh ceiling   kernel time: the pool's read ceiling in the ring's copy
 #     pattern and over four KV heads per threadgroup, launch-geometry variants, MLX SDPA (ceiling.py)
-#   bash records/h200-cuda/ring-default/run.sh mutants   the ring mutants earlier runs left: the gates on three, the
-#     suite's compute-sanitizer test on four (sanitize_mutants.py); the catalog's ring mutants
-#   bash records/h200-cuda/ring-default/run.sh check     every paged gate on the cuda arm, racecheck and memcheck
+#   bash records/h200-cuda/ring-default/run.sh correct   every paged gate on the cuda arm, racecheck and memcheck; at
+#     the same time the ring mutants earlier runs left (the gates on three, the suite's compute-sanitizer test on
+#     four: sanitize_mutants.py) and the catalog's ring mutants
 #   bash records/h200-cuda/ring-default/run.sh perf      three perf.run processes pooled into perf/baselines/, then
 #     the ring against register loads beside MLX SDPA (sweep.py)
 here=records/h200-cuda/ring-default
@@ -16,29 +16,28 @@ case "$1" in
   ceiling)
     timeout 200 python3 $here/ceiling.py 12 2 "$OUT/ceiling.json" > "$OUT/ceiling.txt" 2>&1
     grep -v Warn "$OUT/ceiling.txt" | cut -c1-110 | tail -30 ;;
-  mutants)
-    timeout 400 python3 $here/sanitize_mutants.py "$OUT" $p/ring_fetch.metal:6bf13eff:barrier:0 \
-      $p/ring_prologue.metal:dd894642:relational:0 $p/ring_prologue.metal:4244d939:relational:0 \
-      $p/ring_prologue.metal:9b0ff9ea:relational:0 > "$OUT/sanitize-mutants.txt" 2>&1 &
-    timeout 400 python3 -m mutants.generated --bodies --ids $p/ring_prologue.metal:4244d939:relational:1 \
-      $p/ring_prologue.metal:9b0ff9ea:relational:1 $p/ring_osh.metal:0ea474f2:barrier:0 --device gpu --arm cuda \
-      --workers 3 --inner-workers 3 --timeout 380 --no-clean-check --test-limit 280 --profile dev \
-      --results "$OUT/generated.jsonl" > "$OUT/generated.txt" 2>&1 &
-    timeout 400 python3 -m mutants paged_ring_read_unswizzled paged_ring_tail_v_unclamped \
-      paged_ring_copies_into_the_next_slot paged_matrix_next_block_not_read --device gpu --arm cuda --workers 2 \
-      --profile dev --results "$OUT/catalog.jsonl" > "$OUT/catalog.txt" 2>&1
-    wait; (cd "$OUT" && tar czf sanitize-mutants.tgz mutant*.txt && rm mutant*.txt && gzip -f generated.jsonl)
-    tail -n 8 "$OUT/generated.txt" "$OUT/catalog.txt" "$OUT/sanitize-mutants.txt" ;;
-  check)
+  correct)
     sanitize=records/h200-cuda/matrix-partial-ring/sanitize.py
-    timeout 300 compute-sanitizer --tool racecheck python3 $sanitize > "$OUT/racecheck.txt" 2>&1 &
-    timeout 300 compute-sanitizer --tool memcheck python3 $sanitize > "$OUT/memcheck.txt" 2>&1 &
-    MLXGATE_RESULTS=$OUT/gates.jsonl timeout 420 python3 -m pytest parity/test_paged_attention.py \
+    timeout 420 compute-sanitizer --tool racecheck python3 $sanitize > "$OUT/racecheck.txt" 2>&1 &
+    timeout 420 compute-sanitizer --tool memcheck python3 $sanitize > "$OUT/memcheck.txt" 2>&1 &
+    MLXGATE_RESULTS=$OUT/gates.jsonl timeout 500 python3 -m pytest parity/test_paged_attention.py \
       properties/test_paged_attention_props.py parity/test_small_inputs.py parity/test_decode_e2e.py \
       parity/test_kv_attend.py properties/test_block_table.py parity/test_kvq4_decode.py \
       properties/test_kvq4_decode_props.py impl/kernels/test_cuda_compile_decode.py impl/kernels/test_cuda_compile.py \
-      -k "cuda or ring" --device gpu -n 12 -q -rfEs -p no:cacheprovider > "$OUT/gates.txt" 2>&1
-    wait; gzip -f "$OUT/gates.jsonl"; tail -n 3 "$OUT/gates.txt" "$OUT/racecheck.txt" "$OUT/memcheck.txt" ;;
+      -k "cuda or ring" --device gpu -n 8 -q -rfEs -p no:cacheprovider > "$OUT/gates.txt" 2>&1 &
+    timeout 500 python3 $here/sanitize_mutants.py "$OUT" $p/ring_fetch.metal:6bf13eff:barrier:0 \
+      $p/ring_prologue.metal:dd894642:relational:0 $p/ring_prologue.metal:4244d939:relational:0 \
+      $p/ring_prologue.metal:9b0ff9ea:relational:0 > "$OUT/sanitize-mutants.txt" 2>&1 &
+    timeout 500 python3 -m mutants.generated --bodies --ids $p/ring_prologue.metal:4244d939:relational:1 \
+      $p/ring_prologue.metal:9b0ff9ea:relational:1 $p/ring_osh.metal:0ea474f2:barrier:0 --device gpu --arm cuda \
+      --workers 3 --inner-workers 2 --timeout 480 --no-clean-check --test-limit 280 --profile dev \
+      --results "$OUT/generated.jsonl" > "$OUT/generated.txt" 2>&1 &
+    timeout 500 python3 -m mutants paged_ring_read_unswizzled paged_ring_tail_v_unclamped \
+      paged_ring_copies_into_the_next_slot paged_matrix_next_block_not_read --device gpu --arm cuda --workers 2 \
+      --profile dev --results "$OUT/catalog.jsonl" > "$OUT/catalog.txt" 2>&1
+    wait; (cd "$OUT" && tar czf data.tgz *.jsonl mutant*.txt && rm *.jsonl mutant*.txt)
+    tail -n 4 "$OUT/gates.txt" "$OUT/racecheck.txt" "$OUT/memcheck.txt" "$OUT/generated.txt" "$OUT/catalog.txt" \
+      "$OUT/sanitize-mutants.txt" ;;
   perf)
     for i in 1 2 3; do
       timeout 150 python3 -m perf.run --suite h200 --device gpu --no-baseline --save "$OUT/p$i.json" > "$OUT/p$i.log" 2>&1
@@ -49,5 +48,5 @@ case "$1" in
     for f in perf/baselines/*.json; do [ "$f" -nt "$OUT/p1.json" ] && cp "$f" "$OUT/"; done
     (cd "$OUT" && tar czf perf-logs.tgz p?.log pool.txt && rm p?.log pool.txt)
     timeout 120 python3 $here/sweep.py 12 2 "$OUT/sweep.json" > "$OUT/sweep.txt" 2>&1; tail -4 "$OUT/sweep.txt" ;;
-  *) echo "usage: run.sh ceiling | mutants | check | perf"; exit 2 ;;
+  *) echo "usage: run.sh ceiling | correct | perf"; exit 2 ;;
 esac
