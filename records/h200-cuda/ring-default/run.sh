@@ -4,7 +4,8 @@
 # $OUT (what a device call returns).
 #   bash records/h200-cuda/ring-default/run.sh ceiling   kernel time: the pool's read ceiling in the ring's copy
 #     pattern and over four KV heads per threadgroup, launch-geometry variants, MLX SDPA (ceiling.py)
-#   bash records/h200-cuda/ring-default/run.sh correct   every paged gate on the cuda arm, racecheck and memcheck; at
+#   bash records/h200-cuda/ring-default/run.sh correct   every paged gate on the cuda arm (racecheck and memcheck
+#     among them: test_ring_under_compute_sanitizer); at
 #     the same time the ring mutants earlier runs left (the gates on three, the suite's compute-sanitizer test on
 #     four: sanitize_mutants.py) and the catalog's ring mutants
 #   bash records/h200-cuda/ring-default/run.sh perf      three perf.run processes pooled into perf/baselines/, then
@@ -17,9 +18,6 @@ case "$1" in
     timeout 200 python3 $here/ceiling.py 12 2 "$OUT/ceiling.json" > "$OUT/ceiling.txt" 2>&1
     grep -v Warn "$OUT/ceiling.txt" | cut -c1-110 | tail -30 ;;
   correct)
-    sanitize=records/h200-cuda/matrix-partial-ring/sanitize.py
-    timeout 420 compute-sanitizer --tool racecheck python3 $sanitize > "$OUT/racecheck.txt" 2>&1 &
-    timeout 420 compute-sanitizer --tool memcheck python3 $sanitize > "$OUT/memcheck.txt" 2>&1 &
     MLXGATE_RESULTS=$OUT/gates.jsonl timeout 500 python3 -m pytest parity/test_paged_attention.py \
       properties/test_paged_attention_props.py parity/test_small_inputs.py parity/test_decode_e2e.py \
       parity/test_kv_attend.py properties/test_block_table.py parity/test_kvq4_decode.py \
@@ -36,7 +34,7 @@ case "$1" in
       paged_ring_copies_into_the_next_slot paged_matrix_next_block_not_read --device gpu --arm cuda --workers 2 \
       --profile dev --results "$OUT/catalog.jsonl" > "$OUT/catalog.txt" 2>&1
     wait; (cd "$OUT" && tar czf data.tgz *.jsonl mutant*.txt && rm *.jsonl mutant*.txt)
-    tail -n 4 "$OUT/gates.txt" "$OUT/racecheck.txt" "$OUT/memcheck.txt" "$OUT/generated.txt" "$OUT/catalog.txt" \
+    tail -n 4 "$OUT/gates.txt" "$OUT/generated.txt" "$OUT/catalog.txt" \
       "$OUT/sanitize-mutants.txt" ;;
   perf)
     for i in 1 2 3; do
