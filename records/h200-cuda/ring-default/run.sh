@@ -10,6 +10,7 @@
 #     four: sanitize_mutants.py) and the catalog's ring mutants
 #   bash records/h200-cuda/ring-default/run.sh perf      three perf.run processes pooled into perf/baselines/, then
 #     the ring against register loads beside MLX SDPA (sweep.py)
+#   bash records/h200-cuda/ring-default/run.sh one       perf, then the ring's gates and its two race mutants
 here=records/h200-cuda/ring-default
 p=impl/paged_attention
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt"
@@ -38,13 +39,22 @@ case "$1" in
       "$OUT/sanitize-mutants.txt" ;;
   perf)
     for i in 1 2 3; do
-      timeout 150 python3 -m perf.run --suite h200 --device gpu --no-baseline --save "$OUT/p$i.json" > "$OUT/p$i.log" 2>&1
+      timeout 90 python3 -m perf.run --suite h200 --device gpu --no-baseline --save "$OUT/p$i.json" > "$OUT/p$i.log" 2>&1
       echo "process $i: $?"
     done
     python3 -m perf.baseline update --from "$OUT/p1.json" --from "$OUT/p2.json" --from "$OUT/p3.json" \
       --gate-floor-ms 0.25 > "$OUT/pool.txt" 2>&1; echo "pool: $?"
     for f in perf/baselines/*.json; do [ "$f" -nt "$OUT/p1.json" ] && cp "$f" "$OUT/"; done
     (cd "$OUT" && tar czf perf-logs.tgz p?.log pool.txt && rm p?.log pool.txt)
-    timeout 120 python3 $here/sweep.py 12 2 "$OUT/sweep.json" > "$OUT/sweep.txt" 2>&1; tail -4 "$OUT/sweep.txt" ;;
-  *) echo "usage: run.sh ceiling | correct | perf"; exit 2 ;;
+    timeout 90 python3 $here/sweep.py 12 2 "$OUT/sweep.json" > "$OUT/sweep.txt" 2>&1; tail -4 "$OUT/sweep.txt" ;;
+  one)  # what one call can hold: perf, then the ring's gates (its sanitizer test among them) and its race mutants
+    bash $here/run.sh perf
+    (cd "$OUT" && tar czf perf-runs.tgz p?.json perf-logs.tgz && rm p?.json perf-logs.tgz)
+    MLXGATE_RESULTS=$OUT/gates.jsonl timeout 180 python3 -m pytest parity/test_paged_attention.py -k "cuda or ring" \
+      --device gpu -n 8 -q -rfEs -p no:cacheprovider > "$OUT/gates.txt" 2>&1 &
+    timeout 180 python3 $here/sanitize_mutants.py "$OUT" $p/ring_fetch.metal:6bf13eff:barrier:0 \
+      $p/ring_prologue.metal:dd894642:relational:0 > "$OUT/sanitize-mutants.txt" 2>&1
+    wait; (cd "$OUT" && tar czf data.tgz *.jsonl mutant*.txt && rm *.jsonl mutant*.txt)
+    tail -n 3 "$OUT/gates.txt" "$OUT/sanitize-mutants.txt" ;;
+  *) echo "usage: run.sh ceiling | correct | perf | one"; exit 2 ;;
 esac
