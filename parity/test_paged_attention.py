@@ -675,9 +675,9 @@ def test_planes_that_are_not_mx_arrays_are_type_errors():
 # What each tool prints when it found nothing (compute-sanitizer's summary line).
 SANITIZER_CLEAN = {"racecheck": "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)",
                    "memcheck": "ERROR SUMMARY: 0 errors"}
-# The limit on one tool's run of parity.sanitize_ring (six calls, their compilation included): records/h200-cuda/
-# matrix-partial-ring/sanitize.py, the same calls at 4 times the length, finished under each tool inside 300 s while
-# the cuda gates ran beside it (records/h100-cuda/ring-default/); a hang fails here instead of stalling the run.
+# The limit on one tool's run of parity.sanitize_ring (six calls, their compilation included): both tools' runs took
+# 30 s together on an H100 with two more such runs and the cuda gates beside them (records/h100-cuda/ring-ceiling/);
+# 8x that leaves room for a loaded machine, and a hang fails here instead of stalling the run.
 SANITIZER_SECONDS = 240
 
 

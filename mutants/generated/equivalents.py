@@ -80,6 +80,13 @@ EQUIVALENTS: dict[str, str] = {
         "a tile row past ROWS (the last chunk's unused rows) then gets a causal end below `last` too: it can only "
         "widen stop to live tokens, which every real row masks at its own limit (weight exactly 0 times a finite "
         "V, as for the masked tokens of any tile), and the unused row's own output is never stored (r >= ROWS)",
+    "impl/paged_attention/ring_prologue.metal:dd894642:relational:0":
+        "a <= stop issues one more step, at a == stop, only for a SIMD group whose steps land exactly on the end: "
+        "it copies rows a % BS .. + 7 of the block last read (in the pool: block stays the last live step's) into "
+        "slot (a / (SG * TB)) % RING, which no step reads (the loop stops before a) and which the slot's last "
+        "reader read before the barriers of its products; block is not read past the end (a + SG * TB < stop "
+        "fails), and ring_osh waits for every copy before the combine takes the ring's memory (records/h100-cuda/"
+        "ring-ceiling/: racecheck clean under it)",
     # --- multi-query -----------------------------------------------------------------------------------------
     "impl/multi_query/partial.metal:635c11f2:relational:0":
         "k1 >= k0 ? (k1 - k0 + BK - 1) / BK : 0 differs from > only at k1 == k0, where the first arm is "
