@@ -1,7 +1,11 @@
 """Issue 32's last ~3 us at 32/8/D128/N128k: the pool's read ceiling in the ring's copy pattern, and the same bytes
 read with a threadgroup over four KV heads at once, beside the paged kernels (with launch-geometry variants) and MLX
 SDPA, interleaved in one process, CUPTI kernel time.
-    python3 ceiling.py CALLS ROUNDS OUT.json
+    python3 ceiling.py CALLS ROUNDS OUT.json [N ...]
+
+With lengths N (default 131072 alone, every variant), only the pool read of the partial's grid, the paged kernels as
+kept and MLX SDPA run, at each N: how the partial's time past its read grows with the length (a fixed start and end,
+or a cost per step).
 
 Pure reads (no attention arithmetic): each SIMD group copies 8 rows of K and of V per step by cp.async (16 bytes a
 lane, each copy instruction 512 contiguous bytes: ring_prologue.metal's pattern), RING 3 slots of 4 KB per group,
@@ -25,7 +29,8 @@ from perf.harness import taking_turns
 from perf.shapes import DecodeShape
 
 calls, rounds, out_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-HQ, HK, D, N, BS, RING = 32, 8, 128, 131072, 16, 3
+LENGTHS = [int(a) for a in sys.argv[4:]]
+HQ, HK, D, BS, RING = 32, 8, 128, 16, 3
 TGS = 512  # threadgroups, the partial's grid at this shape
 
 READ = """
@@ -71,7 +76,7 @@ read_kernel = mx.fast.cuda_kernel("read_ring_pattern", ["keys", "values", "table
                                   header="typedef unsigned int uint;\n", shared_memory=SHARED)
 
 
-def reads(sets, hpt, source):
+def reads(sets, hpt, source, N):
     groups = HK // hpt
     parts = TGS // groups
     span = N // parts
@@ -101,16 +106,11 @@ GEOMETRY = {"paged now (512 threadgroups, merge 32 slices)": geometry(),
             "paged, 384 threadgroups": geometry(384),
             "paged, merge 16 slices": geometry(slices=16)}
 
-group = cases.paged_group(DecodeShape(HQ, HK, 1, D, N), ["cuda"], copies=calls)
-sets = group.inputs()
-variants = {f"read, ring pattern, HPT {hpt}, {source}": reads(sets, hpt, source)
-            for hpt in (1, 4) for source in ("pool", "identity", "dense")}
-direct = {c.kernel: c for c in group.cases}
 avail = kt.availability()
 out, start = {}, time.time()
 
 
-def measure(name, build, nbytes=2 * HK * N * D * 2):
+def measure(name, build, nbytes):
     try:
         r = kt.measure(build, case_id=name, runtime="mlx", calls=calls, timer=avail.timer)
     except Exception as exc:
@@ -122,14 +122,24 @@ def measure(name, build, nbytes=2 * HK * N * D * 2):
           f"t={time.time() - start:.0f}", flush=True)
 
 
-for rnd in range(rounds):
-    for name, build in variants.items():
-        measure(name, build)
-    for name, apply in GEOMETRY.items():
-        apply()
-        measure(name, direct["paged_attention"].build())
-    geometry()()
-    measure("MLX SDPA, contiguous K/V", direct["sdpa"].build())
-group.release()
+for N in LENGTHS or [131072]:
+    group = cases.paged_group(DecodeShape(HQ, HK, 1, D, N), ["cuda"], copies=calls)
+    sets = group.inputs()
+    tag = "" if not LENGTHS else f" N={N}"
+    variants = {f"read, ring pattern, HPT {hpt}, {source}{tag}": reads(sets, hpt, source, N)
+                for hpt in (1, 4) for source in ("pool", "identity", "dense")
+                if not LENGTHS or (hpt, source) == (1, "pool")}
+    geometries = dict(list(GEOMETRY.items())[:1]) if LENGTHS else GEOMETRY
+    direct = {c.kernel: c for c in group.cases}
+    nbytes = 2 * HK * N * D * 2
+    for rnd in range(rounds):
+        for name, build in variants.items():
+            measure(name, build, nbytes)
+        for name, apply in geometries.items():
+            apply()
+            measure(name + tag, direct["paged_attention"].build(), nbytes)
+        geometry()()
+        measure("MLX SDPA, contiguous K/V" + tag, direct["sdpa"].build(), nbytes)
+    group.release()
 with open(out_path, "w") as f:
     json.dump(out, f, indent=1)
