@@ -31,6 +31,9 @@ BAD = [
     ("set_matrix_partial token_tiles 3", lambda: paged.set_matrix_partial(True, 3), ValueError, "token_tiles"),
     ("set_threadgroup_target 0", lambda: paged.set_threadgroup_target(0), ValueError, "threadgroups"),
     ("set_threadgroup_target float", lambda: paged.set_threadgroup_target(512.0), TypeError, "threadgroups"),
+    ("set_merge slices 0", lambda: paged.set_merge(0), ValueError, "slices"),
+    ("set_merge slices past Metal's threadgroup", lambda: paged.set_merge(33), ValueError, "slices"),
+    ("set_merge batch float", lambda: paged.set_merge(32, 8.0), TypeError, "batch"),
     ("set_matrix_ring 1", lambda: paged.set_matrix_ring(1), ValueError, "slots"),
     ("set_matrix_ring past MAX_RING_SLOTS", lambda: paged.set_matrix_ring(5), ValueError, "slots"),
     ("set_matrix_ring float", lambda: paged.set_matrix_ring(3.0), TypeError, "slots"),
@@ -90,6 +93,27 @@ def test_merge_batch_is_a_slices_share_up_to_the_most():
     parts = mx.zeros(paged.partial_shape(2, 1, 2 * sl + 1, 16), mx.float32)
     launch = paged.merge_launch(parts, mx.array([0.5, 100, 1], mx.float32), mx.float16)
     assert dict(launch.template)["B"] == 3 and dict(launch.template)["SL"] == sl
+
+
+def test_set_merge_reaches_the_compiled_pair_and_keeps_a_refused_choice_out():
+    """A merge chosen after a call is the merge the next call runs: the plan (compiled partial + merge) is keyed on
+    (MERGE_SLICES, MERGE_BATCH), so the pair traced under the previous merge is not replayed (before the key, a sweep
+    that set ``launch.MERGE_SLICES`` measured the merge it had traced first). A refused choice changes nothing."""
+    L = paged.launch
+    before = (L.MERGE_SLICES, L.MERGE_BATCH)
+    plan = lambda: paged._plan("cuda", 32, 1, 8, 128, 128, 16, mx.bfloat16, None, 131072, None, 0.125)[0]
+    try:
+        kept = plan()
+        assert plan() is kept, "the same choice replays the same pair"
+        paged.set_merge(16, 4)
+        assert (L.MERGE_SLICES, L.MERGE_BATCH) == (16, 4) and L.merge_batch(64) == 4
+        assert plan() is not kept, "a pair traced under the previous merge was replayed"
+        with pytest.raises(ValueError, match="slices"):
+            paged.set_merge(64)
+        assert (L.MERGE_SLICES, L.MERGE_BATCH) == (16, 4), "a refused choice changed the merge"
+    finally:
+        paged.set_merge(*before)
+    assert plan() is kept, "the kept merge's pair comes back"
 
 
 def test_set_lane_map_keeps_its_choice_only_when_valid():

@@ -133,6 +133,7 @@ __all__ = [
     "set_lane_map",
     "set_matrix_partial",
     "set_matrix_ring",
+    "set_merge",
     "set_threadgroup_target",
 ]
 
@@ -184,6 +185,14 @@ def set_matrix_ring(slots: int = 0) -> None:
     """Choose ``MATRIX_RING``, the matrix partial's ring fetch on CUDA (0: register loads; 2-4 slots), for later
     calls (sweeps, tests) and forget the plans remembered under the previous one."""
     launch.choose_matrix_ring(slots)
+    _forget_plans()
+
+
+def set_merge(slices: int = 32, batch: int = 8) -> None:
+    """Choose ``MERGE_SLICES`` and ``MERGE_BATCH``, the merge's slices per output row and the partitions a slice reads
+    at once (``launch.merge_batch``), for later calls (sweeps), and forget the plans remembered under the previous
+    choice. The compiled pairs are keyed on both, so a pair traced with the previous merge is never replayed."""
+    launch.choose_merge(slices, batch)
     _forget_plans()
 
 
@@ -381,24 +390,28 @@ def _plan(arm: str, hq: int, n: int, hk: int, dk: int, dv: int, block_size: int,
     shape = _partial_shape(hq, n, hk, dk, dv, block_size, dtype, quant, length, span, PAGED,
                            ring_slots(arm, dk, dv, dtype, quant, PAGED, span))
     pair = _compiled_pair(arm, shape.spec, shape.template, shape.grid, shape.threadgroup, shape.output_shapes, dtype,
-                          shape.shared_memory)
+                          shape.shared_memory, (launch.MERGE_SLICES, launch.MERGE_BATCH))
     return pair, _geometry(scale, length, span)
 
 
 @lru_cache(maxsize=64)
 def _compiled_pair(arm: str, spec: KernelSpec, template, grid, threadgroup, output_shapes, out_dtype: mx.Dtype,
-                   shared_memory: int = 0):
+                   shared_memory: int = 0, merge: tuple[int, int] = (32, 8)):
     """Partial + merge as one ``mx.compile``d function per launch configuration.
 
     A call then replays the traced pair instead of building two custom-kernel primitives in
     Python (measured on the H200: 80-140 us of host time per call, more than the kernels' GPU
-    time at N = 32k). The cache key is everything the trace closes over; mx.compile itself
-    retraces when an input's shape or dtype changes.
+    time at N = 32k). The cache key is everything the trace closes over: ``merge`` is the
+    (``MERGE_SLICES``, ``MERGE_BATCH``) the merge's launch reads when the pair is traced (at its first
+    call, under the same choice); mx.compile itself retraces when an input's shape or dtype changes.
     """
+    if merge != (launch.MERGE_SLICES, launch.MERGE_BATCH):
+        raise ValueError(f"merge {merge} is not the merge chosen now ({launch.MERGE_SLICES}, {launch.MERGE_BATCH}): "
+                         "a pair is keyed on the merge it traces")
 
     def pair(*inputs):
-        launch = Launch(spec, inputs, template, grid, threadgroup, output_shapes, (mx.float32,), shared_memory)
-        (parts,) = launch.run(arm)
+        partial = Launch(spec, inputs, template, grid, threadgroup, output_shapes, (mx.float32,), shared_memory)
+        (parts,) = partial.run(arm)
         (out,) = merge_launch(parts, inputs[4], out_dtype).run(arm)
         return out
 

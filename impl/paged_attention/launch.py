@@ -85,6 +85,7 @@ __all__ = [
     "MATRIX_PARTIAL",
     "MATRIX_PARTIAL_RING",
     "MATRIX_RING",
+    "MAX_MERGE_THREADS",
     "MAX_RING_SLOTS",
     "MATRIX_TOKEN_TILES",
     "USE_MATRIX_PARTIAL",
@@ -106,6 +107,7 @@ __all__ = [
     "choose_lane_map",
     "choose_matrix_partial",
     "choose_matrix_ring",
+    "choose_merge",
     "choose_threadgroup_target",
     "matrix_eligible",
     "matrix_rows_per_threadgroup",
@@ -634,6 +636,20 @@ MERGE_SLICES = 32
 # the slices' rescale moved out of the last loop). A batch larger than a slice's share of the partitions only
 # repeats loads (a batch of 8 at 64 partitions: 4.9-5.3 us), so the batch follows the partition count.
 MERGE_BATCH = 8
+
+
+MAX_MERGE_THREADS = 1024  # Metal's threadgroup limit: a merge threadgroup is SIMD x MERGE_SLICES threads
+
+
+def choose_merge(slices: int = 32, batch: int = 8) -> None:
+    """Set ``MERGE_SLICES`` and ``MERGE_BATCH`` (checked first: a refused choice changes nothing).
+    ``impl.paged_attention.set_merge`` forgets its plans too: call that one."""
+    global MERGE_SLICES, MERGE_BATCH
+    slices = check_int("slices", slices, minimum=1)
+    if SIMD * slices > MAX_MERGE_THREADS:
+        raise ValueError(f"slices must be at most {MAX_MERGE_THREADS // SIMD} (a merge threadgroup is {SIMD} x slices "
+                         f"threads, at most {MAX_MERGE_THREADS}), got {slices}")
+    MERGE_SLICES, MERGE_BATCH = slices, check_int("batch", batch, minimum=1)
 
 
 def merge_batch(partitions: int) -> int:
