@@ -72,7 +72,7 @@ CUDA_PRELUDE = "\n".join(Path(__file__).with_name(f).read_text() for f in ("meta
 # metal_stdlib already defines METAL_FUNC (inline, always_inline); the guard
 # keeps one header valid for both compilers.
 METAL_PRELUDE = ("#ifndef METAL_FUNC\n#define METAL_FUNC inline\n#endif\n"
-                 # a loop whose loads should be in flight together (metal_compat.cuh has the CUDA spelling)
+                 # a run-time loop unrolled by 8 (metal_compat.cuh: the CUDA spelling, and what it does not do)
                  '#define UNROLL_BY_8 _Pragma("clang loop unroll_count(8)")\n'
                  # 16-bit floats held in 32-bit words (metal_compat.cuh has the CUDA spellings and the why)
                  "METAL_FUNC float bf16_lo_as_float(uint w) { return as_type<float>(w << 16); }\n"

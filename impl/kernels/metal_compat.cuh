@@ -46,8 +46,10 @@ typedef unsigned long ulong;
 // Address spaces and barriers.
 #define threadgroup __shared__
 #define threadgroup_barrier(flags) __syncthreads()
-// A loop whose loads should be in flight together: unrolled by 8 (remainder handled). The Metal prelude
-// spells it `clang loop unroll_count(8)`.
+// A loop over a run-time count, unrolled by 8 (remainder handled): fewer loop branches. It does not put the
+// iterations' loads in flight together: each unrolled iteration keeps its guard, so nvcc's PTX still branches
+// before every load (perf/RESULTS.md, the paged merge: a batch of loads at clamped indices with no branch is what
+// overlaps them). The Metal prelude spells it `clang loop unroll_count(8)`.
 #define UNROLL_BY_8 _Pragma("unroll 8")
 #define simdgroup_barrier(flags) __syncwarp()
 
