@@ -50,7 +50,8 @@ the call and the gather control.
 
 Arms: ``metal`` / ``cuda`` compile the bodies (``launch``), ``graph`` runs MLX ops (``graph``). On a
 compiled arm partial + merge run as one ``mx.compile``d pair per launch shape (``_plan`` remembers
-it with the device [scale, length, partition] geometry per call shape), and the block table's
+it with the device [scale, length, partition] geometry per call shape; a pair is keyed on the merge's
+slices and batch too, which ``set_merge`` chooses), and the block table's
 device copies come with the ``BlockTable`` (raw tables are converted once per distinct content,
 ``impl.block_table.freeze``): host-side work cost more than the kernels at N = 32k on the H200 (55
 us of Python per call there before; a call with a BlockTable now costs ~3 us of Python here plus
