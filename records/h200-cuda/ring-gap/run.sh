@@ -5,25 +5,31 @@
 #     (../../h100-cuda/ring-ceiling/ceiling.py's length mode); candidate changes to the partial (variants.py)
 #   bash records/h200-cuda/ring-gap/run.sh ncu       ncu of the paged kernels and MLX SDPA at N128k (stall reasons,
 #     per-instruction samples of the partial); the suite's compute-sanitizer test of the ring
+#   bash records/h200-cuda/ring-gap/run.sh all       lengths, then ncu, in one call
 here=records/h200-cuda/ring-gap
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt"
+phase() {
 case "$1" in
   lengths)
-    timeout 200 python3 records/h100-cuda/ring-ceiling/ceiling.py 12 2 "$OUT/lengths.json" 131072 65536 32768 16384 \
+    timeout 120 python3 records/h100-cuda/ring-ceiling/ceiling.py 12 2 "$OUT/lengths.json" 131072 65536 32768 16384 \
       > "$OUT/lengths.txt" 2>&1
     grep -v Warn "$OUT/lengths.txt" | cut -c1-100 | tail -24
-    timeout 240 python3 $here/variants.py 12 2 "$OUT/variants.json" > "$OUT/variants.txt" 2>&1
+    timeout 150 python3 $here/variants.py 12 2 "$OUT/variants.json" > "$OUT/variants.txt" 2>&1
     grep -v Warn "$OUT/variants.txt" | cut -c1-120 | tail -30 ;;
   ncu)
-    timeout 240 ncu --profile-from-start off --clock-control none --set full -o "$OUT/n128k" \
+    timeout 180 ncu --profile-from-start off --clock-control none --set full -o "$OUT/n128k" \
       python3 records/h200-cuda/ncu-partial/ncu_profile.py 32 8 128 131072 > "$OUT/ncu-log.txt" 2>&1
     ncu -i "$OUT/n128k.ncu-rep" --page details --csv > "$OUT/ncu-details.csv" 2>&1
     ncu -i "$OUT/n128k.ncu-rep" --page source --csv --print-source sass -k regex:matrix_partial_ring \
       > "$OUT/ncu-sass.csv" 2>&1
-    (cd "$OUT" && gzip ncu-sass.csv && gzip n128k.ncu-rep)
+    (cd "$OUT" && gzip ncu-sass.csv && tar czf data.tgz *.json ncu-log.txt n128k.ncu-rep && rm -f *.json ncu-log.txt \
+      n128k.ncu-rep)
     grep -i "Duration\|DRAM Throughput\|Warp Cycles Per Issued\|Issued Warp\|Registers\|Achieved Occ" \
       "$OUT/ncu-details.csv" | cut -c1-160 | head -40
-    timeout 150 python3 -m pytest parity/test_paged_attention.py -k "sanitizer and cuda" --device gpu -q -rfEs \
+    timeout 110 python3 -m pytest parity/test_paged_attention.py -k "sanitizer and cuda" --device gpu -q -rfEs \
       -p no:cacheprovider > "$OUT/sanitizer.txt" 2>&1; tail -3 "$OUT/sanitizer.txt" ;;
-  *) echo "usage: run.sh lengths | ncu"; exit 2 ;;
+  all) phase lengths; phase ncu ;;
+  *) echo "usage: run.sh lengths | ncu | all"; exit 2 ;;
 esac
+}
+phase "$1"
