@@ -397,18 +397,15 @@ def _plan(arm: str, hq: int, n: int, hk: int, dk: int, dv: int, block_size: int,
 
 @lru_cache(maxsize=64)
 def _compiled_pair(arm: str, spec: KernelSpec, template, grid, threadgroup, output_shapes, out_dtype: mx.Dtype,
-                   shared_memory: int = 0, merge: tuple[int, int] = (32, 8)):
+                   shared_memory: int, merge: tuple[int, int]):
     """Partial + merge as one ``mx.compile``d function per launch configuration.
 
     A call then replays the traced pair instead of building two custom-kernel primitives in
     Python (measured on the H200: 80-140 us of host time per call, more than the kernels' GPU
     time at N = 32k). The cache key is everything the trace closes over: ``merge`` is the
-    (``MERGE_SLICES``, ``MERGE_BATCH``) the merge's launch reads when the pair is traced (at its first
-    call, under the same choice); mx.compile itself retraces when an input's shape or dtype changes.
+    (``MERGE_SLICES``, ``MERGE_BATCH``) the merge's launch reads when the pair is traced, at its first
+    call, right after ``_plan`` makes it; mx.compile itself retraces when an input's shape or dtype changes.
     """
-    if merge != (launch.MERGE_SLICES, launch.MERGE_BATCH):
-        raise ValueError(f"merge {merge} is not the merge chosen now ({launch.MERGE_SLICES}, {launch.MERGE_BATCH}): "
-                         "a pair is keyed on the merge it traces")
 
     def pair(*inputs):
         partial = Launch(spec, inputs, template, grid, threadgroup, output_shapes, (mx.float32,), shared_memory)
