@@ -453,6 +453,16 @@ def _compiled_direct(arm: str, scale: float, block: int | None, signature: tuple
     return mx.compile(call)
 
 
+def _forget_direct_calls() -> None:
+    """Forget the direct body's compiled calls, and the validated calls that hold one: the launches they traced read
+    impl.paged_attention's choices (``set_merge``, ``set_threadgroup_target``, ...), which call this with its plans."""
+    _compiled_direct.cache_clear()
+    _RECENT.clear()
+
+
+direct.forget_with_plans(_forget_direct_calls)
+
+
 # --- the graph arm -----------------------------------------------------------
 
 

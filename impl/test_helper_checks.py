@@ -95,25 +95,34 @@ def test_merge_batch_is_a_slices_share_up_to_the_most():
     assert dict(launch.template)["B"] == 3 and dict(launch.template)["SL"] == sl
 
 
-def test_set_merge_reaches_the_compiled_pair_and_keeps_a_refused_choice_out():
-    """A merge chosen after a call is the merge the next call runs: the plan (compiled partial + merge) is keyed on
-    (MERGE_SLICES, MERGE_BATCH), so the pair traced under the previous merge is not replayed (before the key, a sweep
-    that set ``launch.MERGE_SLICES`` measured the merge it had traced first). A refused choice changes nothing."""
+def test_set_merge_reaches_the_compiled_calls_and_keeps_a_refused_choice_out():
+    """A merge chosen after a call is the merge the next call runs. A compiled pair (partial + merge) and kvq4's
+    compiled direct call hold the merge's launch as it was traced, so a choice forgets them (before, a sweep that set
+    ``launch.MERGE_SLICES`` measured the merge it had traced first). A refused choice changes nothing."""
+    from impl import kvq4_decode as kvq4
+
     L = paged.launch
     before = (L.MERGE_SLICES, L.MERGE_BATCH)
     plan = lambda: paged._plan("cuda", 32, 1, 8, 128, 128, 16, mx.bfloat16, None, 131072, None, 0.125)[0]
+    direct = lambda: kvq4._compiled_direct("cuda", 0.0625, None, (((1, 8, 1, 256), mx.bfloat16),))
     try:
-        kept = plan()
-        assert plan() is kept, "the same choice replays the same pair"
+        kept, kept_direct = plan(), direct()
+        assert plan() is kept and direct() is kept_direct, "the same choice replays the same calls"
         paged.set_merge(16, 4)
         assert (L.MERGE_SLICES, L.MERGE_BATCH) == (16, 4) and L.merge_batch(64) == 4
         assert plan() is not kept, "a pair traced under the previous merge was replayed"
+        assert direct() is not kept_direct, "kvq4's direct call traced under the previous merge was replayed"
         with pytest.raises(ValueError, match="slices"):
             paged.set_merge(64)
         assert (L.MERGE_SLICES, L.MERGE_BATCH) == (16, 4), "a refused choice changed the merge"
     finally:
         paged.set_merge(*before)
-    assert plan() is kept, "the kept merge's pair comes back"
+    assert (L.MERGE_SLICES, L.MERGE_BATCH) == before
+
+
+def test_forget_with_plans_takes_a_callable():
+    with pytest.raises(TypeError, match="forget"):
+        paged.forget_with_plans(None)
 
 
 def test_set_lane_map_keeps_its_choice_only_when_valid():

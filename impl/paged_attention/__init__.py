@@ -50,8 +50,8 @@ the call and the gather control.
 
 Arms: ``metal`` / ``cuda`` compile the bodies (``launch``), ``graph`` runs MLX ops (``graph``). On a
 compiled arm partial + merge run as one ``mx.compile``d pair per launch shape (``_plan`` remembers
-it with the device [scale, length, partition] geometry per call shape; a pair is keyed on the merge's
-slices and batch too, which ``set_merge`` chooses), and the block table's
+it with the device [scale, length, partition] geometry per call shape; every ``set_*`` choice forgets
+the plans and pairs traced before it, and ``forget_with_plans`` lets other callers' caches follow), and the block table's
 device copies come with the ``BlockTable`` (raw tables are converted once per distinct content,
 ``impl.block_table.freeze``): host-side work cost more than the kernels at N = 32k on the H200 (55
 us of Python per call there before; a call with a BlockTable now costs ~3 us of Python here plus
@@ -75,6 +75,7 @@ partition edges, permuted tables, NaN-poisoned unused slots, KV4/KV8). The matri
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
@@ -114,6 +115,7 @@ __all__ = [
     "PagedStorage",
     "QUANTIZED_BITS",
     "merge_batch",
+    "forget_with_plans",
     "merge_launch",
     "paged_attention",
     "paged_attention_gather",
@@ -192,16 +194,32 @@ def set_matrix_ring(slots: int = 0) -> None:
 def set_merge(slices: int = 32, batch: int = 8) -> None:
     """Choose ``MERGE_SLICES`` and ``MERGE_BATCH``, the merge's slices per output row and the partitions a slice reads
     at once (``launch.merge_batch``), for later calls (sweeps), and forget the plans remembered under the previous
-    choice. The compiled pairs are keyed on both, so a pair traced with the previous merge is never replayed."""
+    choice."""
     launch.choose_merge(slices, batch)
     _forget_plans()
 
 
+_FORGETTING: list[Callable[[], None]] = []  # what else forgets its compiled calls with the plans (``forget_with_plans``)
+
+
+def forget_with_plans(forget: Callable[[], None]) -> None:
+    """Have ``forget`` run whenever a ``set_*`` choice forgets the plans: a module that traces these kernels' launches
+    into compiled calls of its own (kvq4_decode's direct body) hands its cache's clear here, since a traced call
+    holds the launches of the choice it was traced under (the merge's slices, the partition target, the lane map)."""
+    if not callable(forget):
+        raise TypeError(f"forget must be callable, got {type(forget).__name__}")
+    _FORGETTING.append(forget)
+
+
 def _forget_plans() -> None:
-    """Forget every compiled plan: the remembered plans, and the recent calls that hold one (a recent call replays
-    its plan without asking for it again, so a plan made under the previous choice would run on)."""
+    """Forget every compiled plan: the remembered plans, the compiled pairs (a pair holds the merge's launch as it was
+    traced: ``set_merge``), and the recent calls that hold one (a recent call replays its plan without asking for it
+    again, so a plan made under the previous choice would run on); then what ``forget_with_plans`` was handed."""
+    _compiled_pair.cache_clear()
     _plan.cache_clear()
     _RECENT.clear()
+    for forget in _FORGETTING:
+        forget()
 
 
 def __getattr__(name: str):
@@ -391,20 +409,20 @@ def _plan(arm: str, hq: int, n: int, hk: int, dk: int, dv: int, block_size: int,
     shape = _partial_shape(hq, n, hk, dk, dv, block_size, dtype, quant, length, span, PAGED,
                            ring_slots(arm, dk, dv, dtype, quant, PAGED, span))
     pair = _compiled_pair(arm, shape.spec, shape.template, shape.grid, shape.threadgroup, shape.output_shapes, dtype,
-                          shape.shared_memory, (launch.MERGE_SLICES, launch.MERGE_BATCH))
+                          shape.shared_memory)
     return pair, _geometry(scale, length, span)
 
 
 @lru_cache(maxsize=64)
 def _compiled_pair(arm: str, spec: KernelSpec, template, grid, threadgroup, output_shapes, out_dtype: mx.Dtype,
-                   shared_memory: int, merge: tuple[int, int]):
+                   shared_memory: int = 0):
     """Partial + merge as one ``mx.compile``d function per launch configuration.
 
     A call then replays the traced pair instead of building two custom-kernel primitives in
     Python (measured on the H200: 80-140 us of host time per call, more than the kernels' GPU
-    time at N = 32k). The cache key is everything the trace closes over: ``merge`` is the
-    (``MERGE_SLICES``, ``MERGE_BATCH``) the merge's launch reads when the pair is traced, at its first
-    call, right after ``_plan`` makes it; mx.compile itself retraces when an input's shape or dtype changes.
+    time at N = 32k). The cache key is everything the trace closes over but the merge's launch, which
+    reads MERGE_SLICES / MERGE_BATCH when the pair is traced: ``set_merge`` forgets the pairs instead
+    (``_forget_plans``). mx.compile itself retraces when an input's shape or dtype changes.
     """
 
     def pair(*inputs):
