@@ -3,14 +3,16 @@ contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output ag
     python3 variants.py CALLS ROUNDS OUT.json [name ...]
 
 * "kept": the ring partial as committed (4 SIMD groups, 512 threadgroups, 3 slots);
-* "no L2 policy": the ring's copies without the evict-first cache hint (ring.h's ring_copy16);
+* "no L2 policy" (not in the default run: ../matrix-partial-ring/ measured it, 133.7-134.4 against 132.1-133.1 us at
+  N128k, the merge 3.9 against 3.2-3.3): the ring's copies without the evict-first cache hint (ring.h's ring_copy16);
 * "S in two chains" (not measured: 132 registers under nvcc 12 sm_90, past the 128 that 4 threadgroups per SM
   allow): the score product's eight m16n8k16 into two accumulators, two dependent chains of four added once;
 * "SG 8, 256 threadgroups": 8 SIMD groups per threadgroup (96 KB of ring: 2 threadgroups per SM, the same 16
   SIMD groups per SM), half the threadgroups: half the partitions for the merge, half the combines;
 * "SG 2, 1024 threadgroups": the other way, 24 KB of ring per threadgroup, 8 per SM;
 * "diagnostic: no P.V products" (wrong outputs: one multiply-add per lane and tile in place of each m16n8k8, so the
-  V reads stay live): how much of the partial's time the products' latency holds;
+  V reads stay live), and "diagnostic: no products" (the score products too): how much of the partial's time past
+  its read the products hold;
 * "merge 16 slices" (paged.set_merge): 16 slices per output row, not 32 (the ring-ceiling record's row of that name
   replayed the 32-slice pair it had traced first: the compiled pairs were not keyed on the merge then).
 Neither SIMD-group count changes a step: only how many steps a threadgroup combines and the merge's partitions."""
@@ -53,8 +55,12 @@ body = edit(body, "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e <
 TWO_CHAINS = spec("twochains", source=body)
 # Diagnostic, not a candidate (wrong outputs): the step without its P . V products, so the part of the partial's time
 # that is its products' latency shows (the copies, the reads from the ring, the scores and the softmax stay).
-NO_PV = spec("nopv", source=edit(KEPT.source, "        metal::simdgroup_multiply_accumulate(o[j], p[0], vt[0], o[j]);\n",
-                                 "        o[j].thread_elements()[0] += float(vt[0].thread_elements()[0]) * float(p[0].thread_elements()[0]);\n"))
+PV = ("        metal::simdgroup_multiply_accumulate(o[j], p[0], vt[0], o[j]);\n",
+      "        o[j].thread_elements()[0] += float(vt[0].thread_elements()[0]) * float(p[0].thread_elements()[0]);\n")
+S = ("        simdgroup_multiply_accumulate_k16(st[0], ka[0], kb[0], qt[s], qt[s + 1]);\n",
+     "        st[0].thread_elements()[0] += float(ka[0].thread_elements()[0]) * float(kb[0].thread_elements()[1]);\n")
+NO_PV = spec("nopv", source=edit(KEPT.source, *PV))
+NO_PRODUCTS = spec("noproducts", source=edit(edit(KEPT.source, *PV), *S))
 
 
 def use(kernel, simdgroups=4, target=512, slices=32):
@@ -70,9 +76,10 @@ def use(kernel, simdgroups=4, target=512, slices=32):
 
 VARIANTS = {"kept": use(KEPT), "no L2 policy": use(NO_POLICY), "S in two chains": use(TWO_CHAINS),
             "SG 8, 256 threadgroups": use(KEPT, 8, 256), "SG 2, 1024 threadgroups": use(KEPT, 2, 1024),
-            "merge 16 slices": use(KEPT, slices=16), "diagnostic: no P.V products": use(NO_PV)}
-MEASURED = ("kept", "no L2 policy", "SG 8, 256 threadgroups", "SG 2, 1024 threadgroups", "merge 16 slices",
-            "diagnostic: no P.V products")
+            "merge 16 slices": use(KEPT, slices=16), "diagnostic: no P.V products": use(NO_PV),
+            "diagnostic: no products": use(NO_PRODUCTS)}
+MEASURED = ("kept", "SG 8, 256 threadgroups", "SG 2, 1024 threadgroups", "merge 16 slices",
+            "diagnostic: no P.V products", "diagnostic: no products")
 variants = {k: v for k, v in VARIANTS.items() if k in (only or MEASURED) or k == "kept"}
 SHAPES = [(32, 8, 1, 128, 131072), (32, 8, 1, 128, 32768), (8, 1, 1, 128, 32768)]
 out = sweep(SHAPES, variants, calls=calls, rounds=rounds, log=lambda line: print(line, flush=True))
