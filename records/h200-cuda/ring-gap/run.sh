@@ -4,8 +4,9 @@
 #   bash records/h200-cuda/ring-gap/run.sh lengths   the pool read, the paged kernels and MLX SDPA at four lengths
 #     (../../h100-cuda/ring-ceiling/ceiling.py's length mode); candidate changes to the partial (variants.py)
 #   bash records/h200-cuda/ring-gap/run.sh ncu       ncu of the paged kernels and MLX SDPA at N128k (stall reasons,
-#     per-instruction samples of the partial); the suite's compute-sanitizer test of the ring
-#   bash records/h200-cuda/ring-gap/run.sh all       lengths, then ncu, in one call
+#     per-instruction samples of the partial)
+#   bash records/h200-cuda/ring-gap/run.sh sanitizer the suite's compute-sanitizer test of the ring
+#   bash records/h200-cuda/ring-gap/run.sh all       lengths, sanitizer, ncu, in one call
 here=records/h200-cuda/ring-gap
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt"
 phase() {
@@ -25,11 +26,12 @@ case "$1" in
     (cd "$OUT" && gzip ncu-sass.csv && tar czf data.tgz *.json ncu-log.txt n128k.ncu-rep && rm -f *.json ncu-log.txt \
       n128k.ncu-rep)
     grep -i "Duration\|DRAM Throughput\|Warp Cycles Per Issued\|Issued Warp\|Registers\|Achieved Occ" \
-      "$OUT/ncu-details.csv" | cut -c1-160 | head -40
+      "$OUT/ncu-details.csv" | cut -c1-160 | head -40 ;;
+  sanitizer)
     timeout 110 python3 -m pytest parity/test_paged_attention.py -k "sanitizer and cuda" --device gpu -q -rfEs \
       -p no:cacheprovider > "$OUT/sanitizer.txt" 2>&1; tail -3 "$OUT/sanitizer.txt" ;;
-  all) phase lengths; phase ncu ;;
-  *) echo "usage: run.sh lengths | ncu | all"; exit 2 ;;
+  all) phase lengths; phase sanitizer; phase ncu ;;
+  *) echo "usage: run.sh lengths | ncu | sanitizer | all"; exit 2 ;;
 esac
 }
 phase "$1"
