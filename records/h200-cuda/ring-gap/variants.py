@@ -81,7 +81,7 @@ VARIANTS = {"kept": use(KEPT), "no L2 policy": use(NO_POLICY), "S in two chains"
 MEASURED = ("kept", "SG 8, 256 threadgroups", "SG 2, 1024 threadgroups", "merge 16 slices",
             "diagnostic: no P.V products", "diagnostic: no products")
 variants = {k: v for k, v in VARIANTS.items() if k in (only or MEASURED) or k == "kept"}
-SHAPES = [(32, 8, 1, 128, 131072), (32, 8, 1, 128, 32768), (8, 1, 1, 128, 32768)]
+SHAPES = [(32, 8, 1, 128, 131072), (32, 8, 1, 128, 32768)]  # the two lengths of the 32/8 target
 out = sweep(SHAPES, variants, calls=calls, rounds=rounds, log=lambda line: print(line, flush=True))
 with open(out_path, "w") as f:
     json.dump(out, f, indent=1)
