@@ -49,14 +49,14 @@ launches, over the bodies ``partial.metal``, ``partial_matrix.metal`` and ``merg
 the call and the gather control.
 
 Arms: ``metal`` / ``cuda`` compile the bodies (``launch``), ``graph`` runs MLX ops (``graph``). On a
-compiled arm partial + merge run as one ``mx.compile``d pair per launch shape (``_plan`` remembers
-it with the device [scale, length, partition] geometry per call shape; every ``set_*`` choice forgets
-the plans and pairs traced before it, and ``forget_with_plans`` lets other callers' caches follow), and the block table's
-device copies come with the ``BlockTable`` (raw tables are converted once per distinct content,
-``impl.block_table.freeze``): host-side work cost more than the kernels at N = 32k on the H200 (55
-us of Python per call there before; a call with a BlockTable now costs ~3 us of Python here plus
-the compiled call). The table is padded to a power of two and the partition buffers rounded up
-likewise, so a growing sequence retraces rarely.
+compiled arm partial + merge run as one ``mx.compile``d pair per launch shape (``_plan`` remembers it
+with the device [scale, length, partition] geometry per call shape; every ``set_*`` choice forgets the
+plans and pairs traced before it, and ``forget_with_plans`` lets other callers' caches follow), and the
+block table's device copies come with the ``BlockTable`` (raw tables are converted once per distinct
+content, ``impl.block_table.freeze``): host-side work cost more than the kernels at N = 32k on the H200
+(55 us of Python per call there before; a call with a BlockTable now costs ~3 us of Python here plus the
+compiled call). The table is padded to a power of two and the partition buffers rounded up likewise, so
+a growing sequence retraces rarely.
 
 Gates: ``parity/test_paged_attention.py`` (error ratio against the float64
 oracle ``reference.attention.attention_ref`` with FlashAttention's factor 2 and
@@ -114,8 +114,8 @@ __all__ = [
     "TARGET_THREADGROUPS",
     "PagedStorage",
     "QUANTIZED_BITS",
-    "merge_batch",
     "forget_with_plans",
+    "merge_batch",
     "merge_launch",
     "paged_attention",
     "paged_attention_gather",
@@ -199,7 +199,7 @@ def set_merge(slices: int = 32, batch: int = 8) -> None:
     _forget_plans()
 
 
-_FORGETTING: list[Callable[[], None]] = []  # what else forgets its compiled calls with the plans (``forget_with_plans``)
+_FORGETTING: list[Callable[[], None]] = []  # other callers' caches forgotten with the plans (forget_with_plans)
 
 
 def forget_with_plans(forget: Callable[[], None]) -> None:

@@ -1,11 +1,12 @@
 """Candidate changes to the ring partial at 32/8/D128 against it as kept, in kernel time beside MLX SDPA on
 contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output against the kept one's bit for bit).
     python3 variants.py CALLS ROUNDS OUT.json [name ...]
+    python3 variants.py compile      (no GPU: each variant's 32/8/D128 partial through nvcc, its registers)
 
 * "kept": the ring partial as committed (4 SIMD groups, 512 threadgroups, 3 slots);
 * "no L2 policy" (not in the default run: ../matrix-partial-ring/ measured it, 133.7-134.4 against 132.1-133.1 us at
   N128k, the merge 3.9 against 3.2-3.3): the ring's copies without the evict-first cache hint (ring.h's ring_copy16);
-* "S in two chains" (not measured: 132 registers under nvcc 12 sm_90, past the 128 that 4 threadgroups per SM
+* "S in two chains" (not measured: 132 registers under nvcc 13.0 sm_90 (`variants.py compile`), past the 128 that 4 threadgroups per SM
   allow): the score product's eight m16n8k16 into two accumulators, two dependent chains of four added once;
 * "SG 8, 256 threadgroups": 8 SIMD groups per threadgroup (96 KB of ring: 2 threadgroups per SM, the same 16
   SIMD groups per SM), half the threadgroups: half the partitions for the merge, half the combines;
@@ -24,8 +25,6 @@ import impl.paged_attention as paged
 from impl.paged_attention import launch
 from perf.sweep import sweep
 
-calls, rounds, out_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-only = sys.argv[4:]
 KEPT = launch.MATRIX_PARTIAL_RING
 
 
@@ -39,8 +38,10 @@ def edit(text, old, new):
     return text.replace(old, new)
 
 
+POLICY = ('  unsigned long long policy;\n'
+          '  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));\n')
 NO_POLICY = spec("nopolicy", header=edit(
-    edit(KEPT.header, '  unsigned long long policy;\n  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));\n', ""),
+    edit(KEPT.header, POLICY, ""),
     'asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "l"(policy)',
     'asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src)'))
 body = edit(KEPT.source, "    metal::simdgroup_float8x8 st[TT];\n",
@@ -50,7 +51,8 @@ body = edit(body, "        simdgroup_multiply_accumulate_k16(st[0], ka[0], kb[0]
             "        if (s % 4 == 0) simdgroup_multiply_accumulate_k16(st[0], ka[0], kb[0], qt[s], qt[s + 1]);\n"
             "        else simdgroup_multiply_accumulate_k16(st2, ka[0], kb[0], qt[s], qt[s + 1]);\n")
 body = edit(body, "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e) sst[sg][fc + e][8 * h + fr]",
-            "    if (TT == 1)\n      for (uint e = 0; e < 2; ++e) st[0].thread_elements()[e] += st2.thread_elements()[e];\n"
+            "    if (TT == 1)\n"
+            "      for (uint e = 0; e < 2; ++e) st[0].thread_elements()[e] += st2.thread_elements()[e];\n"
             "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e) sst[sg][fc + e][8 * h + fr]")
 TWO_CHAINS = spec("twochains", source=body)
 # Diagnostic, not a candidate (wrong outputs): the step without its P . V products, so the part of the partial's time
@@ -80,6 +82,37 @@ VARIANTS = {"kept": use(KEPT), "no L2 policy": use(NO_POLICY), "S in two chains"
             "diagnostic: no products": use(NO_PRODUCTS)}
 MEASURED = ("kept", "SG 8, 256 threadgroups", "SG 2, 1024 threadgroups", "merge 16 slices",
             "diagnostic: no P.V products", "diagnostic: no products")
+
+
+def compile_each() -> None:
+    """Every variant's 32/8/D128 bf16 partial as the cuda arm would launch it, through nvcc (impl.kernels.nvcc):
+    registers per thread, and a failure where a body edit does not compile. 4 threadgroups per SM need <= 128."""
+    import tempfile
+    from pathlib import Path
+
+    from impl.kernels.launches import _paged_pair
+    from impl.kernels.nvcc import compile_batches
+
+    batches = {}
+    try:
+        for index, apply in enumerate(VARIANTS.values()):
+            apply()
+            batches[f"v{index}"] = _paged_pair("bfloat16", None, 32, 8, 1, 128, 128, 16, 300, arm="cuda")[:1]
+    finally:
+        VARIANTS["kept"]()
+    registers = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        failures = compile_batches(Path(workdir), batches, registers)
+    for name, (launch,) in zip(VARIANTS, batches.values()):
+        print(f"{name:32s} {registers.get(launch.cuda_function, '-')} registers, {launch.shared_memory} B ring")
+    print("\n".join(failures) or "every variant compiles")
+
+
+if sys.argv[1:] == ["compile"]:
+    compile_each()
+    sys.exit(0)
+calls, rounds, out_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+only = sys.argv[4:]
 variants = {k: v for k, v in VARIANTS.items() if k in (only or MEASURED) or k == "kept"}
 SHAPES = [(32, 8, 1, 128, 131072), (32, 8, 1, 128, 32768)]  # the two lengths of the 32/8 target
 out = sweep(SHAPES, variants, calls=calls, rounds=rounds, log=lambda line: print(line, flush=True))
