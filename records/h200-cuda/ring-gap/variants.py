@@ -6,8 +6,9 @@ contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output ag
 * "kept": the ring partial as committed (4 SIMD groups, 512 threadgroups, 3 slots);
 * "no L2 policy" (not in the default run: ../matrix-partial-ring/ measured it, 133.7-134.4 against 132.1-133.1 us at
   N128k, the merge 3.9 against 3.2-3.3): the ring's copies without the evict-first cache hint (ring.h's ring_copy16);
-* "S in two chains" (not measured: 132 registers under nvcc 13.0 sm_90 (`variants.py compile`), past the 128 that 4 threadgroups per SM
-  allow): the score product's eight m16n8k16 into two accumulators, two dependent chains of four added once;
+* "S in two chains" (not measured: 132 registers under nvcc 13.0 sm_90, `variants.py compile`, past the 128 that 4
+  threadgroups per SM allow): the score product's eight m16n8k16 into two accumulators, two dependent chains of four
+  added once;
 * "SG 8, 256 threadgroups": 8 SIMD groups per threadgroup (96 KB of ring: 2 threadgroups per SM, the same 16
   SIMD groups per SM), half the threadgroups: half the partitions for the merge, half the combines;
 * "SG 2, 1024 threadgroups": the other way, 24 KB of ring per threadgroup, 8 per SM;
