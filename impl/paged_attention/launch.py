@@ -192,6 +192,12 @@ MATRIX_MAX_DIM = 128
 # N32k 40.6-40.7 against 41.5-42.6, 8/1/N32k 15.2-15.5 against 16.5-16.6, 16/8/D64/N32k 25.5-25.6 against
 # 26.7-27.2; on an H100 with the ring the default (records/h100-cuda/ring-default/: its gates, compute-sanitizer and
 # mutants there) 32/8/D128/N128k 186.4-187.1 against 189.0-189.5 (MLX SDPA 183.0-183.6), N4k 13.5-13.8 against 14.2.
+# What holds the ring partial at N128k (records/h100-cuda/ring-gap/): the memory-instruction pipe, not DRAM alone. Its
+# 16-byte copies, the ring's reads and the scores' shuffles share it; the body's scale load shares a scoreboard with
+# the loop's block-table read (nvcc 13, sm_90), so each step's scores wait for the entry the next copies need, and
+# that wait paces the copies. Staging the scale so nothing waits there cost 7% (H100 N128k 196.4-197.7 against
+# 183.5-184.6 us, partial): the copies then back up that pipe (32% of ncu's stall samples, against 2%) and DRAM
+# throughput falls from 87% to 80%. Fewer instructions per byte (a bulk copy per contiguous run) is the way past it.
 MATRIX_RING = 3
 MATRIX_ROWS = 8  # query rows one matrix threadgroup serves: one 8-row tile
 # A matrix partial's default partition holds at least MATRIX_MIN_PARTITION tokens: with one KV head the threadgroup

@@ -7,6 +7,9 @@
 #     per-instruction samples of the partial)
 #   bash records/h200-cuda/ring-gap/run.sh sanitizer the suite's compute-sanitizer test of the ring
 #   bash records/h200-cuda/ring-gap/run.sh all       lengths, sanitizer, ncu, in one call
+#   bash records/h200-cuda/ring-gap/run.sh staging   the q-staging and scale edits against the kept ring (variants.py),
+#     both edits' SASS with its scoreboards, then the shared body with both (staged-body.patch): ncu at N128k and the
+#     paged cuda gates (ring-ceiling's run.sh ring)
 here=records/h200-cuda/ring-gap
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt"
 phase() {
@@ -30,8 +33,22 @@ case "$1" in
   sanitizer)
     timeout 110 python3 -m pytest parity/test_paged_attention.py -k "sanitizer and cuda" --device gpu -q -rfEs \
       -p no:cacheprovider > "$OUT/sanitizer.txt" 2>&1; tail -3 "$OUT/sanitizer.txt" ;;
+  staging)
+    timeout 150 python3 $here/variants.py 12 2 "$OUT/staging.json" "q first" "scale staged" "q first, scale staged" \
+      "merge 16 slices" > "$OUT/staging.txt" 2>&1
+    grep -v Warn "$OUT/staging.txt" | cut -c1-120 | tail -16
+    mkdir -p "$OUT/sass" && timeout 100 python3 $here/variants.py scoreboards "$OUT/sass" kept "q first, scale staged" \
+      > "$OUT/sass/log.txt" 2>&1; (cd "$OUT/sass" && tar czf ../sass.tgz *.sass.txt log.txt) ; rm -rf "$OUT/sass"
+    git apply $here/staged-body.patch  # the shared body as the two staging edits leave it (README: not kept)
+    timeout 150 ncu --profile-from-start off --clock-control none --set full -o "$OUT/staged" \
+      python3 records/h200-cuda/ncu-partial/ncu_profile.py 32 8 128 131072 > /dev/null 2>&1
+    ncu -i "$OUT/staged.ncu-rep" --page source --csv --print-source sass -k regex:matrix_partial_ring \
+      > "$OUT/staged-sass.csv" 2>&1
+    ncu -i "$OUT/staged.ncu-rep" --page details --csv > "$OUT/staged-details.csv" 2>&1
+    (cd "$OUT" && gzip staged-sass.csv staged-details.csv && rm -f staged.ncu-rep)
+    bash records/h100-cuda/ring-ceiling/run.sh ring ;;
   all) phase lengths; phase sanitizer; phase ncu ;;
-  *) echo "usage: run.sh lengths | ncu | sanitizer | all"; exit 2 ;;
+  *) echo "usage: run.sh lengths | ncu | sanitizer | all | staging"; exit 2 ;;
 esac
 }
 phase "$1"

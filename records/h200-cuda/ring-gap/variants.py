@@ -2,6 +2,7 @@
 contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output against the kept one's bit for bit).
     python3 variants.py CALLS ROUNDS OUT.json [name ...]
     python3 variants.py compile      (no GPU: each variant's 32/8/D128 partial through nvcc, its registers)
+    python3 variants.py scoreboards DIR name ...   (nvcc and cuobjdump: each variant's SASS with its scoreboards)
 
 * "kept": the ring partial as committed (4 SIMD groups, 512 threadgroups, 3 slots);
 * "no L2 policy" (not in the default run: ../matrix-partial-ring/ measured it, 133.7-134.4 against 132.1-133.1 us at
@@ -17,6 +18,9 @@ contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output ag
   its read the products hold;
 * "merge 16 slices" (paged.set_merge): 16 slices per output row, not 32 (the ring-ceiling record's row of that name
   replayed the 32-slice pair it had traced first: the compiled pairs were not keyed on the merge then).
+* "q first", "scale staged", "q first, scale staged": the two waits ncu's samples of the kept partial showed (q's
+  staging behind the prologue's copies; the score's multiply by the scale, whose load shares a scoreboard with the
+  loop's block-table read), each taken away (the comments below say how); `scoreboards` lists the SASS with them.
 Neither SIMD-group count changes a step: only how many steps a threadgroup combines and the merge's partitions."""
 import dataclasses
 import json
@@ -65,6 +69,42 @@ S = ("        simdgroup_multiply_accumulate_k16(st[0], ka[0], kb[0], qt[s], qt[s
 NO_PV = spec("nopv", source=edit(KEPT.source, *PV))
 NO_PRODUCTS = spec("noproducts", source=edit(edit(KEPT.source, *PV), *S))
 
+# "q first": q's loads issued ahead of the ring's first copies (into registers, staged after them): the ncu samples
+# of the kept partial (README) hold its warps at q's staging behind the prologue's copies, 3.8% of them.
+Q_STAGE = ("  threadgroup InT qsh[8 * DK];\n"
+           "  for (uint x = thread_index_in_threadgroup; x < 8 * DK; x += SG * 32) {\n"
+           "    const uint i = x / DK, s = (x % DK) / 8, c = x % 8, r = chunk * R + i;\n"
+           "    const uint d = (c / 2) * (2 * SK) + 2 * s + c % 2;\n"
+           "    qsh[x] = (i < R && r < ROWS) ? InT(q[((hk * G + r / N) * N + r % N) * DK + d]) : InT(0.0f);\n"
+           "  }\n")
+Q_LOADS = ("  constexpr uint QN = (8 * DK + SG * 32 - 1) / (SG * 32);\n"
+           "  InT qv[QN];\n"
+           "  for (uint n = 0; n < QN; ++n) {\n"
+           "    const uint x = thread_index_in_threadgroup + n * SG * 32;\n"
+           "    const uint i = x / DK, s = (x % DK) / 8, c = x % 8, r = chunk * R + i;\n"
+           "    const uint d = (c / 2) * (2 * SK) + 2 * s + c % 2;\n"
+           "    qv[n] = (x < 8 * DK && i < R && r < ROWS) ? InT(q[((hk * G + r / N) * N + r % N) * DK + d])"
+           " : InT(0.0f);\n"
+           "  }\n")
+Q_STORES = ("  threadgroup InT qsh[8 * DK];\n"
+            "  for (uint n = 0; n < QN; ++n)\n"
+            "    if (thread_index_in_threadgroup + n * SG * 32 < 8 * DK)"
+            " qsh[thread_index_in_threadgroup + n * SG * 32] = qv[n];\n")
+RING_START = "  // The ring (CUDA"
+Q_FIRST_BODY = edit(edit(KEPT.source, RING_START, Q_LOADS + RING_START), Q_STAGE, Q_STORES)
+Q_FIRST = spec("qfirst", source=Q_FIRST_BODY)
+# "scale staged": the scale through threadgroup memory before q's barrier, so the loop's first use of it waits on
+# nothing: in the kept partial its load (issued after the prologue's copies) shares a scoreboard with the loop's
+# block-table reads, and the score's multiply waits on that read every step (17% of the ncu samples).
+SCALE = ("  const float scale = geometry[0];\n",
+         "  threadgroup float scale_sh[1];\n"
+         "  if (thread_index_in_threadgroup == 0) scale_sh[0] = geometry[0];\n")
+SCALE_USE = ("  threadgroup_barrier(mem_flags::mem_threadgroup);\n  metal::simdgroup_matrix<InT, 8, 8> qt[SK];\n",
+             "  threadgroup_barrier(mem_flags::mem_threadgroup);\n  const float scale = scale_sh[0];\n"
+             "  metal::simdgroup_matrix<InT, 8, 8> qt[SK];\n")
+SCALE_STAGED = spec("scalesh", source=edit(edit(KEPT.source, *SCALE), *SCALE_USE))
+BOTH = spec("qfirstscalesh", source=edit(edit(Q_FIRST_BODY, *SCALE), *SCALE_USE))
+
 
 def use(kernel, simdgroups=4, target=512, slices=32):
     def apply():
@@ -80,7 +120,8 @@ def use(kernel, simdgroups=4, target=512, slices=32):
 VARIANTS = {"kept": use(KEPT), "no L2 policy": use(NO_POLICY), "S in two chains": use(TWO_CHAINS),
             "SG 8, 256 threadgroups": use(KEPT, 8, 256), "SG 2, 1024 threadgroups": use(KEPT, 2, 1024),
             "merge 16 slices": use(KEPT, slices=16), "diagnostic: no P.V products": use(NO_PV),
-            "diagnostic: no products": use(NO_PRODUCTS)}
+            "diagnostic: no products": use(NO_PRODUCTS), "q first": use(Q_FIRST), "scale staged": use(SCALE_STAGED),
+            "q first, scale staged": use(BOTH)}
 MEASURED = ("kept", "SG 8, 256 threadgroups", "SG 2, 1024 threadgroups", "merge 16 slices",
             "diagnostic: no P.V products", "diagnostic: no products")
 
@@ -109,8 +150,47 @@ def compile_each() -> None:
     print("\n".join(failures) or "every variant compiles")
 
 
+def scoreboards(names, out_dir) -> None:
+    """Each named variant's partial through nvcc and cuobjdump (the GPU machine has both): every SASS instruction
+    that sets or waits on a scoreboard, with them (Volta-on control bits: bits 105-125 of an instruction hold its
+    stall count, yield, write and read scoreboards, wait mask), into OUT_DIR/<variant>.sass.txt."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from impl.kernels.launches import _paged_pair
+    from impl.kernels.nvcc import compile_batches
+
+    out = Path(out_dir)
+    batches = {}
+    try:
+        for index, name in enumerate(names):
+            VARIANTS[name]()
+            batches[f"v{index}"] = _paged_pair("bfloat16", None, 32, 8, 1, 128, 128, 16, 300, arm="cuda")[:1]
+    finally:
+        VARIANTS["kept"]()
+    assert not compile_batches(out, batches)
+    for index, name in enumerate(names):
+        listing = subprocess.run(["cuobjdump", "-sass", str(out / f"v{index}.cubin")], capture_output=True,
+                                 text=True, check=True).stdout.splitlines()
+        rows = []
+        for at, line in enumerate(listing):
+            found = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;\s*/\* 0x[0-9a-f]+ \*/", line)
+            if not found:
+                continue
+            control = int(re.search(r"/\* (0x[0-9a-f]+) \*/", listing[at + 1]).group(1), 16) >> 41
+            write, read, wait = (control >> 5) & 7, (control >> 8) & 7, (control >> 11) & 0x3F
+            tags = ([f"sets SB{write}"] if write != 7 else []) + ([f"reads free SB{read}"] if read != 7 else []) + \
+                   ([f"waits SB{[b for b in range(6) if wait >> b & 1]}"] if wait else [])
+            rows.append(f"{found.group(1)} {found.group(2):70s} {' '.join(tags)}")
+        (out / f"{name.replace(' ', '_').replace(',', '')}.sass.txt").write_text("\n".join(rows) + "\n")
+
+
 if sys.argv[1:] == ["compile"]:
     compile_each()
+    sys.exit(0)
+if sys.argv[1] == "scoreboards":
+    scoreboards(sys.argv[3:], sys.argv[2])
     sys.exit(0)
 calls, rounds, out_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 only = sys.argv[4:]
