@@ -10,6 +10,8 @@
 #   bash records/h200-cuda/ring-gap/run.sh staging   the q-staging and scale edits against the kept ring (variants.py),
 #     both edits' SASS with its scoreboards, then the shared body with both (staged-body.patch): ncu at N128k and the
 #     paged cuda gates (ring-ceiling's run.sh ring)
+#   bash records/h200-cuda/ring-gap/run.sh reads     the ring's reads ahead of its copies against the kept ring, two
+#     rounds (variants.py)
 here=records/h200-cuda/ring-gap
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt"
 phase() {
@@ -47,8 +49,12 @@ case "$1" in
     ncu -i "$OUT/staged.ncu-rep" --page details --csv > "$OUT/staged-details.csv" 2>&1
     (cd "$OUT" && gzip staged-sass.csv staged-details.csv && rm -f staged.ncu-rep)
     bash records/h100-cuda/ring-ceiling/run.sh ring ;;
+  reads)
+    timeout 150 python3 $here/variants.py 12 2 "$OUT/reads.json" "reads before copies" \
+      > "$OUT/reads.txt" 2>&1
+    grep -v Warn "$OUT/reads.txt" | cut -c1-120 | tail -20 ;;
   all) phase lengths; phase sanitizer; phase ncu ;;
-  *) echo "usage: run.sh lengths | ncu | sanitizer | all | staging"; exit 2 ;;
+  *) echo "usage: run.sh lengths | ncu | sanitizer | all | staging | reads"; exit 2 ;;
 esac
 }
 phase "$1"

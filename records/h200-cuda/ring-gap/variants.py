@@ -105,6 +105,14 @@ SCALE_USE = ("  threadgroup_barrier(mem_flags::mem_threadgroup);\n  metal::simdg
 SCALE_STAGED = spec("scalesh", source=edit(edit(KEPT.source, *SCALE), *SCALE_USE))
 BOTH = spec("qfirstscalesh", source=edit(edit(Q_FIRST_BODY, *SCALE), *SCALE_USE))
 
+# "reads before copies": the step's reads from the ring go ahead of its copies for step + RING - 1, which are issued
+# after the score product (waiting first for at most RING - 2 groups pending, so the same step has landed; right
+# after the reads, with K's words still live, the partial took 141 registers): with the memory-instruction pipe what
+# holds the partial (README), a warp's ring reads no longer queue behind its own 8 copy instructions.
+ISSUE = "    issue(t0 + (RING - 1) * (SG * TB));\n"
+S_STORE = "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e) sst[sg][fc + e][8 * h + fr]"
+READS_FIRST = spec("readsfirst", source=edit(edit(edit(KEPT.source, ISSUE, ""), "async_copy_wait<RING - 1>();",
+                                                    "async_copy_wait<RING - 2>();"), S_STORE, ISSUE + S_STORE))
 
 def use(kernel, simdgroups=4, target=512, slices=32):
     def apply():
@@ -121,7 +129,7 @@ VARIANTS = {"kept": use(KEPT), "no L2 policy": use(NO_POLICY), "S in two chains"
             "SG 8, 256 threadgroups": use(KEPT, 8, 256), "SG 2, 1024 threadgroups": use(KEPT, 2, 1024),
             "merge 16 slices": use(KEPT, slices=16), "diagnostic: no P.V products": use(NO_PV),
             "diagnostic: no products": use(NO_PRODUCTS), "q first": use(Q_FIRST), "scale staged": use(SCALE_STAGED),
-            "q first, scale staged": use(BOTH)}
+            "q first, scale staged": use(BOTH), "reads before copies": use(READS_FIRST)}
 MEASURED = ("kept", "SG 8, 256 threadgroups", "SG 2, 1024 threadgroups", "merge 16 slices",
             "diagnostic: no P.V products", "diagnostic: no products")
 
