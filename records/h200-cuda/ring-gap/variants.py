@@ -21,6 +21,7 @@ contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output ag
 * "q first", "scale staged", "q first, scale staged": the two waits ncu's samples of the kept partial showed (q's
   staging behind the prologue's copies; the score's multiply by the scale, whose load shares a scoreboard with the
   loop's block-table read), each taken away (the comments below say how); `scoreboards` lists the SASS with them.
+* "reads before copies": the step's ring reads ahead of its copies (the comment below says where they go).
 Neither SIMD-group count changes a step: only how many steps a threadgroup combines and the merge's partitions."""
 import dataclasses
 import json
