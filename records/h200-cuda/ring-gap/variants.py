@@ -115,6 +115,7 @@ S_STORE = "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e)
 READS_FIRST = spec("readsfirst", source=edit(edit(edit(KEPT.source, ISSUE, ""), "async_copy_wait<RING - 1>();",
                                                     "async_copy_wait<RING - 2>();"), S_STORE, ISSUE + S_STORE))
 
+
 def use(kernel, simdgroups=4, target=512, slices=32):
     def apply():
         launch.MATRIX_PARTIAL_RING = kernel
@@ -135,22 +136,30 @@ MEASURED = ("kept", "SG 8, 256 threadgroups", "SG 2, 1024 threadgroups", "merge 
             "diagnostic: no P.V products", "diagnostic: no products")
 
 
+def partial_batches(names) -> dict:
+    """nvcc batches ("v<index>" -> [launch]) of each named variant's 32/8/D128 bf16 partial as the cuda arm would
+    launch it (the kept geometry is put back after)."""
+    from impl.kernels.launches import _paged_pair
+
+    batches = {}
+    try:
+        for index, name in enumerate(names):
+            VARIANTS[name]()
+            batches[f"v{index}"] = _paged_pair("bfloat16", None, 32, 8, 1, 128, 128, 16, 300, arm="cuda")[:1]
+    finally:
+        VARIANTS["kept"]()
+    return batches
+
+
 def compile_each() -> None:
     """Every variant's 32/8/D128 bf16 partial as the cuda arm would launch it, through nvcc (impl.kernels.nvcc):
     registers per thread, and a failure where a body edit does not compile. 4 threadgroups per SM need <= 128."""
     import tempfile
     from pathlib import Path
 
-    from impl.kernels.launches import _paged_pair
     from impl.kernels.nvcc import compile_batches
 
-    batches = {}
-    try:
-        for index, apply in enumerate(VARIANTS.values()):
-            apply()
-            batches[f"v{index}"] = _paged_pair("bfloat16", None, 32, 8, 1, 128, 128, 16, 300, arm="cuda")[:1]
-    finally:
-        VARIANTS["kept"]()
+    batches = partial_batches(VARIANTS)
     registers = {}
     with tempfile.TemporaryDirectory() as workdir:
         failures = compile_batches(Path(workdir), batches, registers)
@@ -167,18 +176,10 @@ def scoreboards(names, out_dir) -> None:
     import subprocess
     from pathlib import Path
 
-    from impl.kernels.launches import _paged_pair
     from impl.kernels.nvcc import compile_batches
 
     out = Path(out_dir)
-    batches = {}
-    try:
-        for index, name in enumerate(names):
-            VARIANTS[name]()
-            batches[f"v{index}"] = _paged_pair("bfloat16", None, 32, 8, 1, 128, 128, 16, 300, arm="cuda")[:1]
-    finally:
-        VARIANTS["kept"]()
-    assert not compile_batches(out, batches)
+    assert not compile_batches(out, partial_batches(names))
     for index, name in enumerate(names):
         listing = subprocess.run(["cuobjdump", "-sass", str(out / f"v{index}.cubin")], capture_output=True,
                                  text=True, check=True).stdout.splitlines()
