@@ -369,22 +369,35 @@ def attention_noise_floor(q, k, v, *, scale: float, dtype: str, mask=None, windo
                           sinks=None) -> float:
     """How far a correct attention kernel computing in ``dtype`` may drift from the oracle through its scores.
 
-    A kernel in T cannot hold a score better than its rounding: the dot product
-    ``s_j = scale * q . k_j`` carries an error of about ``u * S_j`` with
-    ``S_j = |scale| * sum_d |q_d k_jd|`` (u = T's unit roundoff), and the
-    exponential's argument ``s_j - max`` one of about ``u * |s_j - max|``
-    (MLX's CPU ``exp`` is accurate only to ``|x| * u`` relative). To first
-    order, perturbing score j by ``e_j`` moves the output by
-    ``sum_j p_j e_j (v_j - out)``, so this returns::
+    To first order, perturbing score j's exponent by ``e_j`` moves the output
+    by ``sum_j p_j e_j (v_j - out)``, so this returns::
 
-        u * max over rows, d of  sum_j p_j (S_j + |s_j - max|) (|v_jd| + |out_d|)
+        max over rows, d of  sum_j p_j e_j (|v_jd| + |out_d|)
 
-    in float64 from the oracle's probabilities. The error-ratio gate adds it
-    to its floor: FlashAttention's factor-2 rule compares against ONE naive
-    run, and on the small cases a property test can afford, that run's error
-    is dominated by the rounding of the one or two competing top scores, so it
-    can be luckily small; this floor is the size that luck cannot undercut.
-    Fully masked rows contribute 0.
+    in float64 from the oracle's probabilities, with ``e_j`` the bound on
+    what a correct kernel's exponent can carry (``u`` = T's unit roundoff,
+    ``w`` = the accumulator's: float32 for T <= float32, as MLX and these
+    kernels accumulate, float64 for float64)::
+
+        e_j = u (S_j + |s_j - max|)                  the score and s_j - max rounded to T
+            + gamma_D S_j                            the dot product's D products and sums
+            + w 2 (|s_j - max| + 2)                  the exponential
+
+    ``S_j = |scale| * sum_d |q_d k_jd|``. ``gamma_D = D w / (1 - D w)``
+    bounds a D-term dot product in ANY summation order (Higham, Accuracy and
+    Stability of Numerical Algorithms, 2nd ed., eq. 3.5): a kernel's order is
+    its own, so no smaller bound holds for all of them (MLX 0.32.4's CPU
+    matmul misses a D = 96 float32 score by 3.4 u S_j). The exponential's
+    term is the accuracy ``test_mlx_cpu_exp_error_grows_with_argument``
+    relies on (MLX 0.32.4's CPU exp: up to 1.9 |x| u for |x| > 1; its
+    argument reduction rounds x log2(e)). The error-ratio gate adds this to
+    its floor: FlashAttention's factor-2 rule compares against ONE naive run,
+    and on the small cases a property test can afford, that run's error can
+    be luckily small; this floor is the size that luck cannot undercut.
+    A sink's exponent errs like a key's (its value is 0). A kernel may flush
+    results below the accumulator's smallest normal to 0: the floor adds what
+    that can cost, ``tiny (N + 1)(1 + max|v|)`` (about 1e-35 at float32: it
+    matters only to outputs that underflow). Fully masked rows contribute 0.
     """
     name = metrics.dtype_name(dtype)
     if name not in UNIT_ROUNDOFF:
@@ -404,9 +417,24 @@ def attention_noise_floor(q, k, v, *, scale: float, dtype: str, mask=None, windo
         row_max = np.maximum(row_max, sink.astype(np.float64)[None, :, None, None])
     with np.errstate(invalid="ignore"):
         spread = np.where(run.probs > 0, np.abs(run.scores - row_max), 0.0)
-    weight = run.probs * (magnitude + spread)
-    bound = weight @ np.abs(run.values) + np.abs(run.out) * weight.sum(axis=-1, keepdims=True)
-    return float(UNIT_ROUNDOFF[name] * np.max(bound))
+    u = UNIT_ROUNDOFF[name]
+    w = UNIT_ROUNDOFF["float64" if name == "float64" else "float32"]
+    terms = q.shape[-1]
+    gamma = terms * w / (1.0 - terms * w)
+    exponent_error = u * (magnitude + spread) + gamma * magnitude + w * 2.0 * (spread + 2.0)
+    weight = np.where(run.probs > 0, run.probs * exponent_error, 0.0)
+    outward = weight.sum(axis=-1, keepdims=True)
+    if sink is not None:  # the sink's exponent errs too and moves out by p_sink e_sink (0 - out)
+        sink_spread = np.abs(sink.astype(np.float64)[None, :, None, None] - row_max)
+        sink_mass = np.clip(1.0 - run.probs.sum(axis=-1, keepdims=True), 0.0, 1.0)
+        outward = outward + sink_mass * (u * sink_spread + w * 2.0 * (sink_spread + 2.0))
+    bound = weight @ np.abs(run.values) + np.abs(run.out) * outward
+    # Flush to zero: a weight, product or output below the accumulator's smallest normal may become 0 (MLX's CPU
+    # exp flushes, as GPU fast math does). Each flushed weight p_j < tiny moves out by < tiny |v_j|, each of the N
+    # flushed products and sums by < tiny, the final division by < tiny: at most tiny (N + 1)(1 + max|v|).
+    tiny = float(np.finfo(np.float64 if name == "float64" else np.float32).tiny)
+    flushed = tiny * (run.probs.shape[-1] + 1) * (1.0 + float(np.max(np.abs(run.values), initial=0.0)))
+    return float(np.max(bound)) + flushed
 
 
 def _mlx_fully_masked_rows(hidden_by_bool, scores, vw, ar: _Arithmetic) -> np.ndarray:

@@ -372,16 +372,17 @@ def decode_error_floor(ref: np.ndarray, dtype: str, q=None, k=None, v=None, *, s
     One ``dtype`` ULP at max|ref| (the gate's default: the output format's
     resolution). For float32 the kernel and the naive float32 baseline carry
     the same kind of float32 noise, so their ratio alone is a coin toss; the
-    floor then adds ``attention_noise_floor`` (the first-order effect of one
-    float32 rounding of every score, from the oracle's probabilities), given
+    floor then adds ``attention_noise_floor`` (the first-order effect of the
+    error a correct float32 kernel's scores can carry: the D-term dot product
+    in any order, the exponential; from the oracle's probabilities), given
     q, k, v.
     """
     ulp = metrics.rounding_noise_floor(ref, dtype)
     if dtype != "float32" or q is None:
         return ulp, f"one {dtype} ULP at max|ref| ({ulp:.3g}): the output format's resolution"
     noise = attention_noise_floor(q, k, v, scale=scale, dtype="float32", mask=mask)
-    return ulp + noise, (f"one float32 ULP at max|ref| ({ulp:.3g}) + the float32 score-rounding noise floor "
-                         f"u * max sum_j p_j (S_j + |s_j - max|)(|v_j| + |out|) = {noise:.3g} "
+    return ulp + noise, (f"one float32 ULP at max|ref| ({ulp:.3g}) + the float32 score-error floor "
+                         f"max sum_j p_j e_j (|v_j| + |out|) = {noise:.3g}, e_j = u ((1 + D) S_j + 3 |s_j - max| + 4) "
                          "(reference.attention.attention_noise_floor)")
 
 
