@@ -11,13 +11,16 @@ processes with no code change (``perf/RESULTS.md``). For each shape, the paged c
 (each call on its own input set, up to ``calls`` sets):
 
 1. the direct kernel's output under every variant is compared bit for bit with the first variant's (a choice of
-   fetch, stage or layout that reaches the same products must give the same bits; ``identical`` says whether it did);
+   fetch, stage or layout that reaches the same products must give the same bits; ``identical`` says whether it did,
+   ``apart`` how far: max |difference| / max |first|, inf where only one is NaN: a reordered sum moves it by
+   roundings, a wrong kernel by its values);
 2. the variants are measured in turn by ``perf.kernel_time.measure`` (kernel time: CUPTI through torch.profiler, or
    ``trace``), ``rounds`` rounds of all of them, then the controls (``controls``: MLX SDPA on contiguous K/V by
    default) ``rounds`` times; one line per measurement goes to ``log``;
 3. ``reset`` (default: the first variant's apply) runs at the end, whatever happened, and the inputs are released.
 
-The result: ``{"<dims>|<label>": [measurement, ...], "<dims>|<label>|identical": bool}``, a measurement being
+The result: ``{"<dims>|<label>": [measurement, ...], "<dims>|<label>|identical": bool, "<dims>|<label>|apart":
+float}``, a measurement being
 ``{"median_us", "iqr_us", "gbps", "split_us": {kernel name: median us}}``, or ``{"error": ...}`` where one failed
 (the others still run). The records under ``records/h200-cuda/`` before this module each carry their own copy of
 this loop (stage_sweep.py, target_sweep.py, ring_sweep.py, ...): records as they ran.
@@ -90,15 +93,22 @@ def _output(case) -> np.ndarray:
 
 
 def _compare(case, variants, dims, out, log) -> None:
-    """Each variant's output against the first's, bit for bit (NaN where NaN)."""
+    """Each variant's output against the first's, bit for bit (NaN where NaN), and how far apart they are."""
     labels = list(variants)
     variants[labels[0]]()
     reference = _output(case)
+    scale = float(np.max(np.abs(reference), initial=0.0)) or 1.0
     for label in labels[1:]:
         variants[label]()
-        same = bool(np.array_equal(reference, _output(case), equal_nan=True))
+        y = _output(case)
+        same = bool(np.array_equal(reference, y, equal_nan=True))
+        with np.errstate(invalid="ignore"):
+            apart = 0.0 if same else float(np.nanmax(np.where(np.isnan(reference) == np.isnan(y),
+                                                              np.abs(y - reference), np.inf), initial=0.0)) / scale
         out[f"{dims}|{label}|identical"] = same
-        log(f"{dims} {label}: bit-identical to {labels[0]}: {same}")
+        out[f"{dims}|{label}|apart"] = apart
+        log(f"{dims} {label}: bit-identical to {labels[0]}: {same}"
+            + ("" if same else f" (max |difference| / max |{labels[0]}| = {apart:.3g})"))
 
 
 def _measure(case, calls, trace, timer, tag, start, log) -> dict:

@@ -31,6 +31,7 @@ def test_variants_are_compared_measured_in_turn_and_reset(target):
     out = sw.sweep([SHAPE], {"512": choose(512), "also 512": choose(512)}, calls=2, rounds=2, arms=("graph",),
                    trace=FakeTrace([a_call(60.0, 9.0)]), timer="fake", log=lines.append)
     assert out[f"{SHAPE}|also 512|identical"] is True  # the same choice: the same bits
+    assert out[f"{SHAPE}|also 512|apart"] == 0.0
     for label in ("512", "also 512", "sdpa"):
         runs = out[f"{SHAPE}|{label}"]
         assert len(runs) == 2 and all(r["median_us"] == pytest.approx(69.0) for r in runs)
@@ -46,6 +47,10 @@ def test_a_choice_that_changes_the_numbers_is_not_identical(target):
                              "1": lambda: paged.set_threadgroup_target(1)}, calls=1, rounds=1, controls=(),
                    arms=("graph",), trace=FakeTrace([a_call()]), timer="fake", log=lambda line: None)
     assert isinstance(out[f"{SHAPE}|1|identical"], bool)
+    # apart is 0 exactly when the bits are the same; a reordered sum stays within roundings of the output: the
+    # bfloat16 output's resolution is 2^-8 of max|out|, and two partitions' sums round at most a few of those apart.
+    assert (out[f"{SHAPE}|1|apart"] == 0.0) == out[f"{SHAPE}|1|identical"]
+    assert out[f"{SHAPE}|1|apart"] <= 4 * 2.0**-8
     assert f"{SHAPE}|sdpa" not in out and paged.TARGET_THREADGROUPS == 512
 
 

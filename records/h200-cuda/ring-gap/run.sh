@@ -12,6 +12,8 @@
 #     paged cuda gates (ring-ceiling's run.sh ring)
 #   bash records/h200-cuda/ring-gap/run.sh reads     the ring's reads ahead of its copies against the kept ring, two
 #     rounds (variants.py)
+#   bash records/h200-cuda/ring-gap/run.sh bulk      bulk copies (bulk/) and the reads ahead of the copies against the
+#     kept ring, two rounds (variants.py)
 here=records/h200-cuda/ring-gap
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt"
 phase() {
@@ -53,8 +55,12 @@ case "$1" in
     timeout 150 python3 $here/variants.py 12 2 "$OUT/reads.json" "reads before copies" \
       > "$OUT/reads.txt" 2>&1
     grep -v Warn "$OUT/reads.txt" | cut -c1-120 | tail -20 ;;
+  bulk)
+    timeout 240 python3 $here/variants.py 12 2 "$OUT/bulk.json" "bulk copies" "reads before copies" \
+      > "$OUT/bulk.txt" 2>&1
+    grep -v Warn "$OUT/bulk.txt" | cut -c1-140 | tail -24 ;;
   all) phase lengths; phase sanitizer; phase ncu ;;
-  *) echo "usage: run.sh lengths | ncu | sanitizer | all | staging | reads"; exit 2 ;;
+  *) echo "usage: run.sh lengths | ncu | sanitizer | all | staging | reads | bulk"; exit 2 ;;
 esac
 }
 phase "$1"

@@ -22,16 +22,20 @@ contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output ag
   staging behind the prologue's copies; the score's multiply by the scale, whose load shares a scoreboard with the
   loop's block-table read), each taken away (the comments below say how); `scoreboards` lists the SASS with them.
 * "reads before copies": the step's ring reads ahead of its copies (the comment below says where they go).
+* "bulk copies": a step's rows by bulk copies and an mbarrier per slot (bulk/; the comment below, and `compile`
+  checks its reads' bank spread: bulk_banks).
 Neither SIMD-group count changes a step: only how many steps a threadgroup combines and the merge's partitions."""
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import impl.paged_attention as paged
 from impl.paged_attention import launch
 from perf.sweep import sweep
 
 KEPT = launch.MATRIX_PARTIAL_RING
+KEPT_SHARED = launch.ring_shared_bytes
 
 
 def spec(name, source=None, header=None):
@@ -115,10 +119,58 @@ S_STORE = "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e)
 READS_FIRST = spec("readsfirst", source=edit(edit(edit(KEPT.source, ISSUE, ""), "async_copy_wait<RING - 1>();",
                                                     "async_copy_wait<RING - 2>();"), S_STORE, ISSUE + S_STORE))
 
+# "bulk copies": each step's 8 K and 8 V rows by 16 bulk copies (cp.async.bulk + an mbarrier per slot, sm_90), one
+# row each, where the kept ring issues 8 cp.async of 16 bytes per lane: fewer instructions in the memory pipe that
+# holds the partial (README). bulk/ holds its pieces (the prologue's comment says how its reads stay conflict-free);
+# rows land 16 bytes further apart, so the ring takes 6% more shared memory (bulk_shared_bytes: 4 threadgroups still
+# fit an SM at D128), and the dims' layout rotates each segment's words (q's staging and the output's write below).
+BULK_DIR = Path(__file__).with_name("bulk")
+BULK_PIECES = {name: (BULK_DIR / f"ring_{name}.metal").read_text() for name in launch.REGISTER_BLOCKS}
+BULK_BODY = launch.MATRIX_PARTIAL_SOURCE
+for _name, _block in launch.REGISTER_BLOCKS.items():
+    BULK_BODY = edit(BULK_BODY, _block, BULK_PIECES[_name])
+BULK_BODY = edit(BULK_BODY, "    const uint d = (c / 2) * (2 * SK) + 2 * s + c % 2;\n",
+                 "    const uint d = (c / 2) * (2 * SK) + 2 * ((s + turn_of(c / 2)) % SK) + c % 2;\n")
+BULK_BODY = edit(BULK_BODY, "osh[(sg * R + fr) * DV + seg * 2 * SV + 2 * j + e]",
+                 "osh[(sg * R + fr) * DV + seg * 2 * SV + 2 * ((j + turn_of(seg)) % SV) + e]")
+BULK = spec("bulk", source=BULK_BODY, header=KEPT.header + (BULK_DIR / "ring_bulk.h").read_text())
 
-def use(kernel, simdgroups=4, target=512, slices=32):
+
+def bulk_shared_bytes(head_dim: int, ring: int) -> int:
+    """The bulk ring's dynamic shared memory: rows 16 bytes further apart (a slot's mbarrier in its padding)."""
+    return launch.SIMDGROUPS * ring * 2 * 8 * (head_dim * 2 + 16)
+
+
+def bulk_banks() -> dict:
+    """Per head dim: the most 16-byte loads of one quarter-warp's ring read that meet in one bank group but not at
+    one address (1: conflict-free), and whether each lane's words are its segment's dims under the rotation that
+    q's staging and the output take (lane (fr, seg) = (lane / 4, lane % 4): the CUDA fragment layout)."""
+    found = {}
+    for dk in (64, 128, 256):
+        rc, seg_pieces = dk // 8, dk // 32
+        pitch, worst, words_ok = rc + 1, 1, True
+        turn = [8 * ((s * seg_pieces) // 8) for s in range(4)]
+        for quarter in range(4):
+            for j in range(seg_pieces):
+                banks = {}
+                for lane in range(8 * quarter, 8 * quarter + 8):
+                    fr, s = lane // 4, lane % 4
+                    piece = s * seg_pieces + (j + turn[s] // 4) % seg_pieces
+                    at = fr * pitch + piece
+                    banks.setdefault(at % 8, set()).add(at)
+                    # slot j's word w is the segment's memory word 4 ((j + g) % SEG) + w, which must be dim word
+                    # (4 j + w + turn) % SK: the permutation q's staging and the output's write use
+                    words_ok &= all(4 * ((j + turn[s] // 4) % seg_pieces) + w == (4 * j + w + turn[s]) % (dk // 8)
+                                    for w in range(4))
+                worst = max(worst, max(len(a) for a in banks.values()))
+        found[dk] = (worst, words_ok)
+    return found
+
+
+def use(kernel, simdgroups=4, target=512, slices=32, shared=None):
     def apply():
         launch.MATRIX_PARTIAL_RING = kernel
+        launch.ring_shared_bytes = shared or KEPT_SHARED
         launch.SIMDGROUPS = simdgroups
         launch._partial_shape.cache_clear()  # (keyed on the shapes, not on the spec or SIMDGROUPS)
         paged.set_threadgroup_target(target)
@@ -131,7 +183,8 @@ VARIANTS = {"kept": use(KEPT), "no L2 policy": use(NO_POLICY), "S in two chains"
             "SG 8, 256 threadgroups": use(KEPT, 8, 256), "SG 2, 1024 threadgroups": use(KEPT, 2, 1024),
             "merge 16 slices": use(KEPT, slices=16), "diagnostic: no P.V products": use(NO_PV),
             "diagnostic: no products": use(NO_PRODUCTS), "q first": use(Q_FIRST), "scale staged": use(SCALE_STAGED),
-            "q first, scale staged": use(BOTH), "reads before copies": use(READS_FIRST)}
+            "q first, scale staged": use(BOTH), "reads before copies": use(READS_FIRST),
+            "bulk copies": use(BULK, shared=bulk_shared_bytes)}
 MEASURED = ("kept", "SG 8, 256 threadgroups", "SG 2, 1024 threadgroups", "merge 16 slices",
             "diagnostic: no P.V products", "diagnostic: no products")
 
@@ -166,6 +219,8 @@ def compile_each() -> None:
     for name, (launch,) in zip(VARIANTS, batches.values()):
         print(f"{name:32s} {registers.get(launch.cuda_function, '-')} registers, {launch.shared_memory} B ring")
     print("\n".join(failures) or "every variant compiles")
+    for dk, (worst, words_ok) in bulk_banks().items():
+        print(f"bulk copies, D{dk}: {worst}-way bank conflicts at most, words follow the rotation: {words_ok}")
 
 
 def scoreboards(names, out_dir) -> None:
