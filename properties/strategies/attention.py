@@ -58,6 +58,7 @@ __all__ = [
     "numpy_dtype",
     "peak_gap",
     "plant_rounding_pair",
+    "seeded_arrays",
     "plant_score_peaks",
     "score_level_peaks",
     "score_peaks",
@@ -225,20 +226,25 @@ def attention_cases(draw, *, dtypes=ATTENTION_DTYPES, shapes=None, mask_kinds=MA
     dtype = draw(st.sampled_from(dtypes))
     kind = draw(st.sampled_from(mask_kinds))
     seed = draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
     amp = draw(st.sampled_from(amplitudes))
-    np_dtype = numpy_dtype(dtype)
     s = shape
-
-    def normal(*dims):
-        return (amp * rng.standard_normal(dims)).astype(np_dtype)
-
-    q, k, v = normal(s.batch, s.hq, s.L, s.dk), normal(s.batch, s.hkv, s.N, s.dk), normal(s.batch, s.hkv, s.N, s.dv)
+    q, k, v, sink = seeded_arrays(s, dtype, seed, amp)
     scale = draw(st.sampled_from([s.dk ** -0.5, 1.0, 0.3 * s.dk ** -0.5]))
     mask = draw(attention_masks(s, kind, dtype, allow_fully_masked=allow_fully_masked))
     window = draw(st.one_of(st.none(), st.integers(1, s.N + 1))) if windows else None
-    sink = (2.0 * rng.standard_normal(s.hq)).astype(np_dtype) if sinks and draw(st.booleans()) else None
+    sink = sink if sinks and draw(st.booleans()) else None
     return AttentionCase(s, dtype, q, k, v, float(scale), kind, mask, window, sink, seed)
+
+
+def seeded_arrays(shape: AttentionShape, dtype: str, seed: int, amplitude: float):
+    """q, k, v ~ amplitude * N(0, 1) and per-head sink logits ~ N(0, 2), in ``dtype``, from ``seed``: the arrays
+    ``attention_cases`` draws for a case of that seed and amplitude (which keeps the sinks only where it draws them),
+    so a case a search reported can be rebuilt as a fixed example."""
+    rng = np.random.default_rng(seed)
+    t, s = numpy_dtype(dtype), shape
+    q, k, v = ((amplitude * rng.standard_normal(dims)).astype(t) for dims in
+               ((s.batch, s.hq, s.L, s.dk), (s.batch, s.hkv, s.N, s.dk), (s.batch, s.hkv, s.N, s.dv)))
+    return q, k, v, (2.0 * rng.standard_normal(s.hq)).astype(t)
 
 
 def to_mx(a: np.ndarray, dtype: str | None = None) -> mx.array:

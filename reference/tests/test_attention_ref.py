@@ -357,7 +357,8 @@ def fully_masked_behaviour(rows: np.ndarray, case: sts.AttentionCase, dtype: str
 
 
 def one_key_and_a_sink(seed: int, d: int, amplitude: float) -> sts.AttentionCase:
-    """float32, scale 1, one key and a sink, drawn as ``attention_cases`` draws them (cases the search found).
+    """float32, scale 1, one key and a sink, as ``attention_cases`` draws them (``sts.seeded_arrays``): cases the
+    search found.
 
     * seed 16, D = 96, amplitude 0.5: the key sits 8.6 below the sink. MLX 0.32.4's CPU matmul misses its score by
       3.4 u S_j (53 u), which the output carries as a relative error of 60 u: beyond one rounding of the score
@@ -367,10 +368,8 @@ def one_key_and_a_sink(seed: int, d: int, amplitude: float) -> sts.AttentionCase
 
     Both lie in attention_noise_floor's bound; the bound's terms that cover them are what the examples hold.
     """
-    rng = np.random.default_rng(seed)
     shape = sts.AttentionShape(1, 1, 1, 1, 1, d, d)
-    q, k, v = ((amplitude * rng.standard_normal(dims)).astype(np.float32) for dims in ((1, 1, 1, d),) * 3)
-    sink = (2.0 * rng.standard_normal(1)).astype(np.float32)
+    q, k, v, sink = sts.seeded_arrays(shape, "float32", seed, amplitude)
     return sts.AttentionCase(shape, "float32", q, k, v, 1.0, "none", None, None, sink, seed)
 
 
