@@ -83,6 +83,7 @@ from reference import metrics
 
 __all__ = [
     "FULLY_MASKED_POLICIES",
+    "NOISE_FLOOR_TERMS",
     "UNIT_ROUNDOFF",
     "attention_noise_floor",
     "attention_ref",
@@ -363,6 +364,11 @@ def attention_ref(q, k, v, *, scale: float, mask=None, window: int | None = None
 
 
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8, "float64": 2.0**-53}
+# attention_noise_floor's bound in one line, for the derivations of the gates that add it to their floor.
+NOISE_FLOOR_TERMS = ("sum_j p_j e_j (|v_j| + |out|), e_j = u (S_j + |s_j - max|) + gamma_D S_j + "
+                     "2 w (|s_j - max| + 2): the score rounded to the kernel's dtype (u), a D-term dot product in any "
+                     "order and the exponential in the accumulator's (w, float32), plus flush to zero "
+                     "(attention_noise_floor)")
 
 
 def attention_noise_floor(q, k, v, *, scale: float, dtype: str, mask=None, window: int | None = None,
@@ -417,22 +423,24 @@ def attention_noise_floor(q, k, v, *, scale: float, dtype: str, mask=None, windo
         row_max = np.maximum(row_max, sink.astype(np.float64)[None, :, None, None])
     with np.errstate(invalid="ignore"):
         spread = np.where(run.probs > 0, np.abs(run.scores - row_max), 0.0)
-    u = UNIT_ROUNDOFF[name]
-    w = UNIT_ROUNDOFF["float64" if name == "float64" else "float32"]
-    terms = q.shape[-1]
-    gamma = terms * w / (1.0 - terms * w)
-    exponent_error = u * (magnitude + spread) + gamma * magnitude + w * 2.0 * (spread + 2.0)
-    weight = np.where(run.probs > 0, run.probs * exponent_error, 0.0)
+    accumulator = np.float64 if name == "float64" else np.float32
+    u, w = UNIT_ROUNDOFF[name], UNIT_ROUNDOFF[metrics.dtype_name(accumulator)]
+    gamma = q.shape[-1] * w / (1.0 - q.shape[-1] * w)
+
+    def exponent_error(magnitude, spread):  # e_j (the docstring's three terms)
+        return u * (magnitude + spread) + gamma * magnitude + w * 2.0 * (spread + 2.0)
+
+    weight = np.where(run.probs > 0, run.probs * exponent_error(magnitude, spread), 0.0)
     outward = weight.sum(axis=-1, keepdims=True)
-    if sink is not None:  # the sink's exponent errs too and moves out by p_sink e_sink (0 - out)
+    if sink is not None:  # the sink: a key with no product (S = 0) and value 0, so it moves out by p_sink e_sink out
         sink_spread = np.abs(sink.astype(np.float64)[None, :, None, None] - row_max)
         sink_mass = np.clip(1.0 - run.probs.sum(axis=-1, keepdims=True), 0.0, 1.0)
-        outward = outward + sink_mass * (u * sink_spread + w * 2.0 * (sink_spread + 2.0))
+        outward = outward + sink_mass * exponent_error(0.0, sink_spread)
     bound = weight @ np.abs(run.values) + np.abs(run.out) * outward
     # Flush to zero: a weight, product or output below the accumulator's smallest normal may become 0 (MLX's CPU
     # exp flushes, as GPU fast math does). Each flushed weight p_j < tiny moves out by < tiny |v_j|, each of the N
     # flushed products and sums by < tiny, the final division by < tiny: at most tiny (N + 1)(1 + max|v|).
-    tiny = float(np.finfo(np.float64 if name == "float64" else np.float32).tiny)
+    tiny = float(np.finfo(accumulator).tiny)
     flushed = tiny * (run.probs.shape[-1] + 1) * (1.0 + float(np.max(np.abs(run.values), initial=0.0)))
     return float(np.max(bound)) + flushed
 

@@ -52,7 +52,7 @@ from impl.kvq4_decode import GROUP_SIZE, HEAD_DIM, SUB, QuantizedKV
 from impl.multi_query import BK, MAX_ROWS, MAX_SPLITS, MAX_VECTORS, SPLIT_KEYS
 from reference import metrics
 from reference import quant as quant_ref
-from reference.attention import attention_noise_floor, attention_ref
+from reference.attention import NOISE_FLOOR_TERMS, attention_noise_floor, attention_ref
 
 from .attention import numpy_dtype, plant_score_peaks, score_peaks, to_mx
 
@@ -381,8 +381,7 @@ def decode_error_floor(ref: np.ndarray, dtype: str, q=None, k=None, v=None, *, s
     if dtype != "float32" or q is None:
         return ulp, f"one {dtype} ULP at max|ref| ({ulp:.3g}): the output format's resolution"
     noise = attention_noise_floor(q, k, v, scale=scale, dtype="float32", mask=mask)
-    return ulp + noise, (f"one float32 ULP at max|ref| ({ulp:.3g}) + the float32 score-error floor "
-                         f"max sum_j p_j e_j (|v_j| + |out|) = {noise:.3g}, e_j = u ((1 + D) S_j + 3 |s_j - max| + 4) "
-                         "(reference.attention.attention_noise_floor)")
+    return ulp + noise, (f"one float32 ULP at max|ref| ({ulp:.3g}) + the float32 score-error floor ({noise:.3g}) "
+                         f"{NOISE_FLOOR_TERMS}")
 
 

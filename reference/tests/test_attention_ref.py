@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from properties import strategies as sts
 from reference import metrics
 from reference.attention import (
+    NOISE_FLOOR_TERMS,
     UNIT_ROUNDOFF,
     attention_noise_floor,
     attention_ref,
@@ -330,10 +331,8 @@ def error_ratio_gate(gate, actual, problem: sts.AttentionCase, **context):
     scores = attention_noise_floor(p.q, p.k, p.v, **p.kwargs(), dtype=p.dtype)
     left_out = int(keep.size - np.count_nonzero(keep))
     why = (f"FlashAttention's rule: |mlx - oracle| <= 2 |naive {p.dtype} - oracle| + floor; floor = one "
-           f"{p.dtype} ULP at max|ref| ({ulp:.3g}) + the score-error bound sum_j p_j e_j (|v_j| + |out|) "
-           f"({scores:.3g}), e_j = u (S_j + |s_j - max|) + gamma_D S_j + 2 (|s_j - max| + 2) u32: rounding in "
-           f"{p.dtype}, a D-term float32 dot product in any order, MLX's CPU exp (attention_noise_floor); small "
-           "cases' naive error can be luckily small"
+           f"{p.dtype} ULP at max|ref| ({ulp:.3g}) + the score-error bound ({scores:.3g}) {NOISE_FLOOR_TERMS}; "
+           "small cases' naive error can be luckily small"
            + (f"; {left_out} rows without a visible key left out (MLX's fully-masked policy: recorded, not gated)"
               if left_out else ""))
     with relied_on(SDPA_RELIED_ON):
