@@ -256,12 +256,13 @@ RING_PIECES = {"prologue": kernel_text(__file__, "ring_prologue.metal"), "fetch"
 RING_HEADER = kernel_text(__file__, "ring.h")
 
 
-def _ring_source() -> str:
-    """The matrix partial with RING_PIECES in place of REGISTER_BLOCKS (each in the body once)."""
+def _ring_source(pieces: dict[str, str] = RING_PIECES) -> str:
+    """The matrix partial with ``pieces`` (RING_PIECES, or a candidate fetch's) in place of REGISTER_BLOCKS (each in
+    the body once)."""
     body = MATRIX_PARTIAL_SOURCE
     for name, block in REGISTER_BLOCKS.items():
         assert block and body.count(block) == 1, name
-        body = body.replace(block, RING_PIECES[name])
+        body = body.replace(block, pieces[name])
     return body
 
 

@@ -76,18 +76,18 @@ NO_PRODUCTS = spec("noproducts", source=edit(edit(KEPT.source, *PV), *S))
 
 # "q first": q's loads issued ahead of the ring's first copies (into registers, staged after them): the ncu samples
 # of the kept partial (README) hold its warps at q's staging behind the prologue's copies, 3.8% of them.
+Q_INDEX = "    const uint i = x / DK, s = (x % DK) / 8, c = x % 8, r = chunk * R + i;\n"
+Q_DIMS = "    const uint d = (c / 2) * (2 * SK) + 2 * s + c % 2;\n"  # q's dim in the matrix partial's dims layout
 Q_STAGE = ("  threadgroup InT qsh[8 * DK];\n"
            "  for (uint x = thread_index_in_threadgroup; x < 8 * DK; x += SG * 32) {\n"
-           "    const uint i = x / DK, s = (x % DK) / 8, c = x % 8, r = chunk * R + i;\n"
-           "    const uint d = (c / 2) * (2 * SK) + 2 * s + c % 2;\n"
+           + Q_INDEX + Q_DIMS +
            "    qsh[x] = (i < R && r < ROWS) ? InT(q[((hk * G + r / N) * N + r % N) * DK + d]) : InT(0.0f);\n"
            "  }\n")
 Q_LOADS = ("  constexpr uint QN = (8 * DK + SG * 32 - 1) / (SG * 32);\n"
            "  InT qv[QN];\n"
            "  for (uint n = 0; n < QN; ++n) {\n"
            "    const uint x = thread_index_in_threadgroup + n * SG * 32;\n"
-           "    const uint i = x / DK, s = (x % DK) / 8, c = x % 8, r = chunk * R + i;\n"
-           "    const uint d = (c / 2) * (2 * SK) + 2 * s + c % 2;\n"
+           + Q_INDEX + Q_DIMS +
            "    qv[n] = (x < 8 * DK && i < R && r < ROWS) ? InT(q[((hk * G + r / N) * N + r % N) * DK + d])"
            " : InT(0.0f);\n"
            "  }\n")
@@ -126,10 +126,7 @@ READS_FIRST = spec("readsfirst", source=edit(edit(edit(KEPT.source, ISSUE, ""), 
 # fit an SM at D128), and the dims' layout rotates each segment's words (q's staging and the output's write below).
 BULK_DIR = Path(__file__).with_name("bulk")
 BULK_PIECES = {name: (BULK_DIR / f"ring_{name}.metal").read_text() for name in launch.REGISTER_BLOCKS}
-BULK_BODY = launch.MATRIX_PARTIAL_SOURCE
-for _name, _block in launch.REGISTER_BLOCKS.items():
-    BULK_BODY = edit(BULK_BODY, _block, BULK_PIECES[_name])
-BULK_BODY = edit(BULK_BODY, "    const uint d = (c / 2) * (2 * SK) + 2 * s + c % 2;\n",
+BULK_BODY = edit(launch._ring_source(BULK_PIECES), Q_DIMS,
                  "    const uint d = (c / 2) * (2 * SK) + 2 * ((s + turn_of(c / 2)) % SK) + c % 2;\n")
 BULK_BODY = edit(BULK_BODY, "osh[(sg * R + fr) * DV + seg * 2 * SV + 2 * j + e]",
                  "osh[(sg * R + fr) * DV + seg * 2 * SV + 2 * ((j + turn_of(seg)) % SV) + e]")
