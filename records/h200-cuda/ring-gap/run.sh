@@ -12,8 +12,8 @@
 #     paged cuda gates (ring-ceiling's run.sh ring)
 #   bash records/h200-cuda/ring-gap/run.sh reads     the ring's reads ahead of its copies against the kept ring, two
 #     rounds (variants.py)
-#   bash records/h200-cuda/ring-gap/run.sh bulk      bulk copies (bulk/) and the reads ahead of the copies against the
-#     kept ring, two rounds (variants.py)
+#   bash records/h200-cuda/ring-gap/run.sh bulk      bulk copies (bulk/) under compute-sanitizer (memcheck, racecheck),
+#     then bulk copies and the reads ahead of the copies against the kept ring, two rounds (variants.py)
 here=records/h200-cuda/ring-gap
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt"
 phase() {
@@ -56,6 +56,10 @@ case "$1" in
       > "$OUT/reads.txt" 2>&1
     grep -v Warn "$OUT/reads.txt" | cut -c1-120 | tail -20 ;;
   bulk)
+    for tool in memcheck racecheck; do
+      timeout 150 compute-sanitizer --tool $tool python3 $here/variants.py sanitize "bulk copies" \
+        > "$OUT/bulk-$tool.txt" 2>&1; grep -v Warn "$OUT/bulk-$tool.txt" | tail -4 | cut -c1-160
+    done
     timeout 240 python3 $here/variants.py 12 2 "$OUT/bulk.json" "bulk copies" "reads before copies" \
       > "$OUT/bulk.txt" 2>&1
     grep -v Warn "$OUT/bulk.txt" | cut -c1-140 | tail -24 ;;

@@ -3,6 +3,8 @@ contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output ag
     python3 variants.py CALLS ROUNDS OUT.json [name ...]
     python3 variants.py compile      (no GPU: each variant's 32/8/D128 partial through nvcc, its registers)
     python3 variants.py scoreboards DIR name ...   (nvcc and cuobjdump: each variant's SASS with its scoreboards)
+    python3 variants.py sanitize name   (parity.sanitize_ring's calls with the named variant as the ring, for
+                                         compute-sanitizer; exit status 1 where it differs from register loads)
 
 * "kept": the ring partial as committed (4 SIMD groups, 512 threadgroups, 3 slots);
 * "no L2 policy" (not in the default run: ../matrix-partial-ring/ measured it, 133.7-134.4 against 132.1-133.1 us at
@@ -134,8 +136,9 @@ BULK = spec("bulk", source=BULK_BODY, header=KEPT.header + (BULK_DIR / "ring_bul
 
 
 def bulk_shared_bytes(head_dim: int, ring: int) -> int:
-    """The bulk ring's dynamic shared memory: rows 16 bytes further apart (a slot's mbarrier in its padding)."""
-    return launch.SIMDGROUPS * ring * 2 * 8 * (head_dim * 2 + 16)
+    """The bulk ring's dynamic shared memory: rows 16 bytes further apart, then each slot's 8-byte mbarrier past
+    the whole ring (ring_prologue.metal's ``bars``: outside the memory the combine's buffer reuses)."""
+    return launch.SIMDGROUPS * ring * (2 * 8 * (head_dim * 2 + 16) + 8)
 
 
 def bulk_banks() -> dict:
@@ -254,6 +257,10 @@ if sys.argv[1:] == ["compile"]:
 if sys.argv[1] == "scoreboards":
     scoreboards(sys.argv[3:], sys.argv[2])
     sys.exit(0)
+if sys.argv[1] == "sanitize":
+    from parity.sanitize_ring import main
+    VARIANTS[sys.argv[2]]()
+    sys.exit(main())
 calls, rounds, out_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 only = sys.argv[4:]
 variants = {k: v for k, v in VARIANTS.items() if k in (only or MEASURED) or k == "kept"}
