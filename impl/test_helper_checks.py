@@ -189,8 +189,9 @@ def test_matrix_ring_is_cudas_fetch_where_eligible_and_keeps_a_refused_choice_ou
 
 
 def test_ring_source_replaces_the_register_blocks():
-    """The ring spec is the matrix partial with its three register blocks (the first table read, the step's loads, the
-    combine's static buffer) replaced by the ring's pieces, and nothing else changed."""
+    """The ring spec is the matrix partial with its four register blocks (the first table read, the step's loads, the
+    place of a later step's copies, the combine's static buffer) replaced by the ring's pieces, and nothing else
+    changed."""
     L = paged.launch
     ring, body = L.MATRIX_PARTIAL_RING.source, L.MATRIX_PARTIAL.source
     assert L.MATRIX_PARTIAL_RING.arms == ("cuda",)

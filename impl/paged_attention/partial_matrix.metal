@@ -83,6 +83,7 @@
       else
         simdgroup_multiply_accumulate_k16(st[0], ka[0], kb[0], qt[s], qt[s + 1]);
     }
+    // (Register loads copy nothing ahead; the ring issues a later step's copies here: ring_issue.metal.)
     for (uint h = 0; h < TT; ++h)
       for (uint e = 0; e < 2; ++e) sst[sg][fc + e][8 * h + fr] = st[h].thread_elements()[e];
     simdgroup_barrier(mem_flags::mem_threadgroup);

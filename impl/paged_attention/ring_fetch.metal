@@ -1,7 +1,7 @@
-    // This step's issue is of step + RING - 1, into the slot the previous step was read from: every lane read it
-    // before the SIMD-group barriers of that step's products.
-    issue(t0 + (RING - 1) * (SG * TB));
-    async_copy_wait<RING - 1>();                    // this lane's copies of this step have landed
+    // The step's reads come before its copies for step + RING - 1 (ring_issue.metal, after the score product), so
+    // they do not queue behind 8 copy instructions in the memory-instruction pipe that holds the partial; the groups
+    // pending here are those of the RING - 2 steps after this one.
+    async_copy_wait<RING - 2>();                    // this lane's copies of this step have landed
     simdgroup_barrier(mem_flags::mem_threadgroup);  // and every lane's
     {
       const uint slot = ring_base + ((t0 / (SG * TB)) % RING) * (2 * PLANE * 16);

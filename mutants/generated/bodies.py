@@ -91,6 +91,7 @@ COMPILED_BY: dict[str, tuple[str, ...]] = {
     "impl/paged_attention/ring.h": ("cuda",),  # MATRIX_PARTIAL_RING: cp.async ring
     "impl/paged_attention/ring_prologue.metal": ("cuda",),
     "impl/paged_attention/ring_fetch.metal": ("cuda",),
+    "impl/paged_attention/ring_issue.metal": ("cuda",),
     "impl/paged_attention/ring_osh.metal": ("cuda",),
 }
 # Text both arms compile but only one runs: (file, first line's text or None for the whole file, the text that
@@ -107,6 +108,8 @@ NO_SITES: dict[str, str] = {
     "impl/paged_attention/ring.h": "inline PTX (cp.async, createpolicy, ld.shared) behind a guard: no operator",
     "impl/multi_query/buffers.metal": "threadgroup buffer declarations alone",
     "impl/multi_query/ring_buffers.metal": "shared-memory pointer declarations alone",
+    "impl/paged_attention/ring_issue.metal": "one call of ring_prologue.metal's issue (its slot arithmetic is mutated "
+                                             "there): no operator",
 }
 
 

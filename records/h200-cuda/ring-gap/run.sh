@@ -52,7 +52,7 @@ case "$1" in
     (cd "$OUT" && gzip staged-sass.csv staged-details.csv && rm -f staged.ncu-rep)
     bash records/h100-cuda/ring-ceiling/run.sh ring ;;
   reads)
-    timeout 150 python3 $here/variants.py 12 2 "$OUT/reads.json" "reads before copies" \
+    timeout 150 python3 $here/variants.py 12 2 "$OUT/reads.json" "copies before reads" \
       > "$OUT/reads.txt" 2>&1
     grep -v Warn "$OUT/reads.txt" | cut -c1-120 | tail -20 ;;
   bulk)
@@ -60,7 +60,7 @@ case "$1" in
       timeout 150 compute-sanitizer --tool $tool python3 $here/variants.py sanitize "bulk copies" \
         > "$OUT/bulk-$tool.txt" 2>&1; grep -v Warn "$OUT/bulk-$tool.txt" | tail -4 | cut -c1-160
     done
-    timeout 240 python3 $here/variants.py 12 2 "$OUT/bulk.json" "bulk copies" "reads before copies" \
+    timeout 240 python3 $here/variants.py 12 2 "$OUT/bulk.json" "bulk copies" "copies before reads" \
       > "$OUT/bulk.txt" 2>&1
     grep -v Warn "$OUT/bulk.txt" | cut -c1-140 | tail -24 ;;
   all) phase lengths; phase sanitizer; phase ncu ;;

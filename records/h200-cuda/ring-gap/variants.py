@@ -6,7 +6,7 @@ contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output ag
     python3 variants.py sanitize name   (parity.sanitize_ring's calls with the named variant as the ring, for
                                          compute-sanitizer; exit status 1 where it differs from register loads)
 
-* "kept": the ring partial as committed (4 SIMD groups, 512 threadgroups, 3 slots);
+* "kept": the ring partial as committed (4 SIMD groups, 512 threadgroups, 3 slots, its reads ahead of its copies);
 * "no L2 policy" (not in the default run: ../matrix-partial-ring/ measured it, 133.7-134.4 against 132.1-133.1 us at
   N128k, the merge 3.9 against 3.2-3.3): the ring's copies without the evict-first cache hint (ring.h's ring_copy16);
 * "S in two chains" (not measured: 132 registers under nvcc 13.0 sm_90, `variants.py compile`, past the 128 that 4
@@ -23,7 +23,8 @@ contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output ag
 * "q first", "scale staged", "q first, scale staged": the two waits ncu's samples of the kept partial showed (q's
   staging behind the prologue's copies; the score's multiply by the scale, whose load shares a scoreboard with the
   loop's block-table read), each taken away (the comments below say how); `scoreboards` lists the SASS with them.
-* "reads before copies": the step's ring reads ahead of its copies (the comment below says where they go).
+* "copies before reads": the ring before its reads went ahead of its copies (`bulk` measured the reads ahead, as
+  "reads before copies", and they are kept: the comment below).
 * "bulk copies": a step's rows by bulk copies and an mbarrier per slot (bulk/; the comment below, and `compile`
   checks its reads' bank spread: bulk_banks).
 Neither SIMD-group count changes a step: only how many steps a threadgroup combines and the merge's partitions."""
@@ -112,14 +113,13 @@ SCALE_USE = ("  threadgroup_barrier(mem_flags::mem_threadgroup);\n  metal::simdg
 SCALE_STAGED = spec("scalesh", source=edit(edit(KEPT.source, *SCALE), *SCALE_USE))
 BOTH = spec("qfirstscalesh", source=edit(edit(Q_FIRST_BODY, *SCALE), *SCALE_USE))
 
-# "reads before copies": the step's reads from the ring go ahead of its copies for step + RING - 1, which are issued
-# after the score product (waiting first for at most RING - 2 groups pending, so the same step has landed; right
-# after the reads, with K's words still live, the partial took 141 registers): with the memory-instruction pipe what
-# holds the partial (README), a warp's ring reads no longer queue behind its own 8 copy instructions.
+# "copies before reads": the ring as it was before its reads went ahead of its copies (ring_issue.metal, kept since
+# the `bulk` call measured it: README): each step issues its copies for step + RING - 1 at its top, then waits for at
+# most RING - 1 groups pending; a warp's ring reads then queue behind its own 8 copy instructions in the memory pipe.
 ISSUE = "    issue(t0 + (RING - 1) * (SG * TB));\n"
-S_STORE = "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e) sst[sg][fc + e][8 * h + fr]"
-READS_FIRST = spec("readsfirst", source=edit(edit(edit(KEPT.source, ISSUE, ""), "async_copy_wait<RING - 1>();",
-                                                    "async_copy_wait<RING - 2>();"), S_STORE, ISSUE + S_STORE))
+COPIES_FIRST = spec("copiesfirst", source=launch._ring_source(dict(
+    launch.RING_PIECES, issue="", fetch=ISSUE + edit(launch.RING_PIECES["fetch"], "async_copy_wait<RING - 2>();",
+                                                     "async_copy_wait<RING - 1>();"))))
 
 # "bulk copies": each step's 8 K and 8 V rows by 16 bulk copies (cp.async.bulk + an mbarrier per slot, sm_90), one
 # row each, where the kept ring issues 8 cp.async of 16 bytes per lane: fewer instructions in the memory pipe that
@@ -127,7 +127,8 @@ READS_FIRST = spec("readsfirst", source=edit(edit(edit(KEPT.source, ISSUE, ""), 
 # rows land 16 bytes further apart, so the ring takes 6% more shared memory (bulk_shared_bytes: 4 threadgroups still
 # fit an SM at D128), and the dims' layout rotates each segment's words (q's staging and the output's write below).
 BULK_DIR = Path(__file__).with_name("bulk")
-BULK_PIECES = {name: (BULK_DIR / f"ring_{name}.metal").read_text() for name in launch.REGISTER_BLOCKS}
+BULK_PIECES = {name: (BULK_DIR / f"ring_{name}.metal").read_text() for name in ("prologue", "fetch", "osh")}
+BULK_PIECES["issue"] = ""  # (its fetch issues at the step's top, before its wait: the order it was measured in)
 BULK_BODY = edit(launch._ring_source(BULK_PIECES), Q_DIMS,
                  "    const uint d = (c / 2) * (2 * SK) + 2 * ((s + turn_of(c / 2)) % SK) + c % 2;\n")
 BULK_BODY = edit(BULK_BODY, "osh[(sg * R + fr) * DV + seg * 2 * SV + 2 * j + e]",
@@ -183,7 +184,7 @@ VARIANTS = {"kept": use(KEPT), "no L2 policy": use(NO_POLICY), "S in two chains"
             "SG 8, 256 threadgroups": use(KEPT, 8, 256), "SG 2, 1024 threadgroups": use(KEPT, 2, 1024),
             "merge 16 slices": use(KEPT, slices=16), "diagnostic: no P.V products": use(NO_PV),
             "diagnostic: no products": use(NO_PRODUCTS), "q first": use(Q_FIRST), "scale staged": use(SCALE_STAGED),
-            "q first, scale staged": use(BOTH), "reads before copies": use(READS_FIRST),
+            "q first, scale staged": use(BOTH), "copies before reads": use(COPIES_FIRST),
             "bulk copies": use(BULK, shared=bulk_shared_bytes)}
 MEASURED = ("kept", "SG 8, 256 threadgroups", "SG 2, 1024 threadgroups", "merge 16 slices",
             "diagnostic: no P.V products", "diagnostic: no products")
