@@ -13,3 +13,6 @@ timeout 200 python3 -m mutants paged_ring_read_unswizzled paged_ring_tail_v_uncl
   --profile dev --results "$OUT/catalog.jsonl" > "$OUT/catalog.txt" 2>&1
 tail -n 8 "$OUT/catalog.txt"
 bash records/h200-cuda/ring-gap/run.sh reads
+# Then, in a second call on the same machine (sweep/): ../ring-ceiling/sweep.py, the ring against register loads
+# beside MLX SDPA at five shapes:
+#   timeout 150 python3 records/h100-cuda/ring-ceiling/sweep.py 12 2 "$OUT/sweep.json" > "$OUT/sweep.txt" 2>&1
