@@ -10,7 +10,7 @@
 #   bash records/h100-cuda/ring-ceiling/run.sh mutants   three ring mutants earlier runs had not run or the wait
 #     changed, the catalog's ring mutants
 #   bash records/h100-cuda/ring-ceiling/run.sh gates     the rest of the paged / kvq4 / block-table cuda gates
-#   bash records/h100-cuda/ring-ceiling/run.sh perf      NOT RUN (no H200 came): three perf.run processes pooled into
+#   bash records/h100-cuda/ring-ceiling/run.sh perf      (on the H200) three perf.run processes pooled into
 #     perf/baselines/cuda-NVIDIA_H200.json, then the ring against register loads beside MLX SDPA (sweep.py)
 here=records/h100-cuda/ring-ceiling
 p=impl/paged_attention
@@ -50,7 +50,9 @@ case "$1" in
     python3 -m perf.baseline update --from "$OUT/p1.json" --from "$OUT/p2.json" --from "$OUT/p3.json" \
       --gate-floor-ms 0.25 > "$OUT/pool.txt" 2>&1; echo "pool: $?"
     for f in perf/baselines/*.json; do [ "$f" -nt "$OUT/p1.json" ] && cp "$f" "$OUT/"; done
-    (cd "$OUT" && tar czf perf-logs.tgz p?.log pool.txt && rm p?.log pool.txt)
+    python3 -c "import mlx.core as mx, torch; print('mlx', mx.__version__, 'torch', torch.__version__)" \
+      > "$OUT/versions.txt" 2>&1
+    (cd "$OUT" && tar czf perf-logs.tgz p?.log pool.txt versions.txt && rm p?.log pool.txt versions.txt)
     timeout 90 python3 $here/sweep.py 12 2 "$OUT/sweep.json" > "$OUT/sweep.txt" 2>&1; tail -4 "$OUT/sweep.txt" ;;
   *) echo "usage: run.sh ceiling | ring | mutants | gates | perf"; exit 2 ;;
 esac
