@@ -55,6 +55,7 @@ loads; ``test_ring_under_compute_sanitizer`` runs ``parity.sanitize_ring``'s cal
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -698,3 +699,25 @@ def test_ring_under_compute_sanitizer(arm, tool):
     log = run.stdout + run.stderr
     assert run.returncode == 0, f"{tool}: exit status {run.returncode}:\n{log[-3000:]}"
     assert SANITIZER_CLEAN[tool] in log, f"{tool} found something:\n{log[-3000:]}"
+
+
+# The statement that must follow each wait for the ring's copies: a barrier of the lanes that read them.
+RING_WAIT = re.compile(r"async_copy_wait<[^>]*>\(\);")
+READERS_BARRIER = re.compile(r"\s*(?://[^\n]*\s*)*(simdgroup_barrier|threadgroup_barrier)\(")
+
+
+@pytest.mark.parametrize("arm", ["cuda"])
+def test_ring_reads_other_lanes_copies_after_a_barrier(arm):
+    """Each wait for the ring's copies is followed at once by a barrier of the lanes that read them. A lane reads
+    pieces other lanes copied (ring_prologue.metal's mapping), and ``cp.async.wait_group`` completes only the
+    waiting thread's own copies: another lane's bytes are visible to it only after a barrier (the CUDA memory
+    model's rule, which no run on one GPU has to show: dropped, the gates and the sanitizer test still passed on an
+    H100, records/h100-cuda/ring-ceiling/). Static, so it holds on every machine; the arm is the one that compiles
+    the ring (mutants.generated gives this test the ring's mutants)."""
+    source = paged.launch.MATRIX_PARTIAL_RING.source
+    waits = list(RING_WAIT.finditer(source))
+    assert len(waits) == 2, "the loop's wait and the combine's: a wait added or gone needs this test read again"
+    for wait in waits:
+        line = source.count("\n", 0, wait.start()) + 1
+        assert READERS_BARRIER.match(source, wait.end()), (
+            f"line {line} of the ring partial: {wait.group()} is not followed by a barrier of its readers")
