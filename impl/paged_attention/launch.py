@@ -197,7 +197,9 @@ MATRIX_MAX_DIM = 128
 # the loop's block-table read (nvcc 13, sm_90), so each step's scores wait for the entry the next copies need, and
 # that wait paces the copies. Staging the scale so nothing waits there cost 7% (H100 N128k 196.4-197.7 against
 # 183.5-184.6 us, partial): the copies then back up that pipe (32% of ncu's stall samples, against 2%) and DRAM
-# throughput falls from 87% to 80%. Fewer instructions per byte (a bulk copy per contiguous run) is the way past it.
+# throughput falls from 87% to 80%. Fewer instructions per byte did not help (a bulk copy per row: 6% slower,
+# records/h100-cuda/ring-gap/bulk/); the step's reads ahead of its own copies in that pipe did (ring_issue.metal:
+# 0.5-1.6 us less at N128k, bit-identical; records/h100-cuda/ring-reads-first/).
 MATRIX_RING = 3
 MATRIX_ROWS = 8  # query rows one matrix threadgroup serves: one 8-row tile
 # A matrix partial's default partition holds at least MATRIX_MIN_PARTITION tokens: with one KV head the threadgroup
@@ -241,8 +243,8 @@ MATRIX_PARTIAL_SOURCE = kernel_text(__file__, "partial_matrix.metal")
 # The ring fetch (``MATRIX_RING``): the matrix partial with four of its blocks replaced by the ring's pieces: the
 # first step's block-table read (ring_prologue.metal), the step's register loads (ring_fetch.metal), a comment after
 # the score product where the ring issues a later step's copies (ring_issue.metal: after the step's reads, which then
-# do not queue behind the copies: 1.0-1.6 us less of 186-188 at 32/8/D128/N128k on an H100, records/h100-cuda/
-# ring-gap/) and the combine's buffer (ring_osh.metal, which takes the ring's memory).
+# do not queue behind the copies: 0.5-1.6 us less of 180-188 at 32/8/D128/N128k on two H100s, records/h100-cuda/
+# ring-reads-first/) and the combine's buffer (ring_osh.metal, which takes the ring's memory).
 _FETCH_START = "    for (uint h = 0; h < TT; ++h) {\n      const uint t = min(t0 + 8 * h + fr, stop - 1);\n"
 REGISTER_BLOCKS = {
     "prologue": "  uint block[TT];\n"
