@@ -437,7 +437,7 @@ def test_baselines_refuse_a_kernel_figure_they_cannot_judge(monkeypatch, tmp_pat
 
 def test_the_committed_baseline_judges_call_time_and_kernel_time_where_it_holds_them():
     # perf/baselines/cuda-NVIDIA_H200.json: call time gated by default; kernel samples pooled per process, in every
-    # case (records/h200-perf/baseline-merge/: all three processes measured every case's kernel time).
+    # case (records/h200-perf/reads-first/: all three processes measured every case's kernel time).
     document = store.load_baseline("cuda-NVIDIA_H200")
     with_kernel = sorted(c for c, e in document["benchmarks"].items() if store.has_figure(e, "kernel"))
     assert with_kernel == sorted(document["benchmarks"])
