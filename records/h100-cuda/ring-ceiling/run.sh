@@ -36,15 +36,15 @@ case "$1" in
       --profile dev --results "$OUT/catalog.jsonl" > "$OUT/catalog.txt" 2>&1
     wait; tail -n 8 "$OUT/generated.txt" "$OUT/catalog.txt" ;;
   gates)
-    MLXGATE_RESULTS=$OUT/gates2.jsonl timeout 250 python3 -m pytest properties/test_paged_attention_props.py \
+    MLXGATE_RESULTS=$OUT/gates2.jsonl timeout 480 python3 -m pytest properties/test_paged_attention_props.py \
       parity/test_small_inputs.py parity/test_decode_e2e.py parity/test_kv_attend.py properties/test_block_table.py \
       parity/test_kvq4_decode.py properties/test_kvq4_decode_props.py impl/kernels/test_cuda_compile_decode.py \
-      impl/kernels/test_cuda_compile.py -k "cuda or ring" --device gpu -n 12 -q -rfEs -p no:cacheprovider \
+      impl/kernels/test_cuda_compile.py -k "cuda or ring" --device gpu -n 14 -q -rfEs -p no:cacheprovider \
       > "$OUT/gates2.txt" 2>&1
     gzip "$OUT/gates2.jsonl"; tail -n 3 "$OUT/gates2.txt" ;;
   perf)
     for i in 1 2 3; do
-      timeout 90 python3 -m perf.run --suite h200 --device gpu --no-baseline --save "$OUT/p$i.json" > "$OUT/p$i.log" 2>&1
+      timeout 150 python3 -m perf.run --suite h200 --device gpu --no-baseline --save "$OUT/p$i.json" > "$OUT/p$i.log" 2>&1
       echo "process $i: $?"
     done
     python3 -m perf.baseline update --from "$OUT/p1.json" --from "$OUT/p2.json" --from "$OUT/p3.json" \
