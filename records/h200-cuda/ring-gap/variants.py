@@ -1,7 +1,7 @@
 """Candidate changes to the ring partial at 32/8/D128 against it as kept, in kernel time beside MLX SDPA on
 contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output against the kept one's bit for bit).
     python3 variants.py CALLS ROUNDS OUT.json [name ...]
-    python3 variants.py compile      (no GPU: each variant's 32/8/D128 partial through nvcc, its registers)
+    python3 variants.py compile [name ...]     (no GPU: each variant's 32/8/D128 partial through nvcc, its registers)
     python3 variants.py scoreboards DIR name ...   (nvcc and cuobjdump: each variant's SASS with its scoreboards)
     python3 variants.py sanitize name   (parity.sanitize_ring's calls with the named variant as the ring, for
                                          compute-sanitizer; exit status 1 where it differs from register loads)
@@ -25,6 +25,8 @@ contiguous K / V (perf.sweep.sweep: interleaved rounds, each variant's output ag
   loop's block-table read), each taken away (the comments below say how); `scoreboards` lists the SASS with them.
 * "copies before reads": the ring before its reads went ahead of its copies (`bulk` measured the reads ahead, as
   "reads before copies", and they are kept: the comment below).
+* "score direct, 384 threadgroups" (beside "kept, 384 threadgroups"), "diagnostic: no score round trip": S = Q . K^T,
+  no threadgroup round trip per step, and what that round trip costs at most (the comment below).
 * "bulk copies": a step's rows by bulk copies and an mbarrier per slot (bulk/; the comment below, and `compile`
   checks its reads' bank spread: bulk_banks).
 Neither SIMD-group count changes a step: only how many steps a threadgroup combines and the merge's partitions."""
@@ -76,6 +78,36 @@ S = ("        simdgroup_multiply_accumulate_k16(st[0], ka[0], kb[0], qt[s], qt[s
      "        st[0].thread_elements()[0] += float(ka[0].thread_elements()[0]) * float(kb[0].thread_elements()[1]);\n")
 NO_PV = spec("nopv", source=edit(KEPT.source, *PV))
 NO_PRODUCTS = spec("noproducts", source=edit(edit(KEPT.source, *PV), *S))
+
+# "score direct" (CUDA-only, TT 1): S = Q . K^T in place of S^T = K . Q^T, so each lane's accumulator pair is already
+# its row's scores (row fr, tokens fc, fc + 1) and the step's S^T -> S round trip through threadgroup memory (two
+# stores, two loads and two SIMD-group barriers per lane and step, in the memory-instruction pipe that holds the
+# partial) goes. q is loaded plain (the A fragment as it stands); K's words are marked as held in transposed storage,
+# which on the tensor-core path is the B fragment of K^T with no movmatrix (metal_simdgroup.cuh). Metal's layout has
+# no such free transpose, hence CUDA-only here. The ring's slot reuse still waits for the top-of-step barrier.
+# 142 registers against 125 (nvcc 13 sm_90, `compile`; the operand swap alone, K through movmatrix, 143): q as the
+# m16n8k16's A operand is held as eight 4-register quads with their zero rows, where as B it is sixteen single words.
+# So 3 threadgroups per SM: measured at 384 threadgroups (about one wave of 396), where the first form of the ring,
+# also past 128 registers, had its best partial (../matrix-partial-ring/). "diagnostic: no score round trip" (wrong
+# outputs: S^T's accumulator read as if it were S, 124 registers) bounds what the round trip costs at 4 per SM.
+body = edit(KEPT.source, "metal::simdgroup_load(qt[s], qsh, DK, ulong2(8 * s, 0), true);",
+            "metal::simdgroup_load(qt[s], qsh, DK, ulong2(8 * s, 0), false);")
+body = edit(body, "        kb[h].thread_elements()[1] = word_hi<InT>(kw[h][s + 1]);\n      }\n",
+            "        kb[h].thread_elements()[1] = word_hi<InT>(kw[h][s + 1]);\n"
+            "        ka[h].transposed = kb[h].transposed = true;\n      }\n")
+body = edit(body, "        simdgroup_multiply_accumulate_k16(st[0], ka[0], kb[0], qt[s], qt[s + 1]);\n",
+            "        simdgroup_multiply_accumulate_k16(st[0], qt[s], qt[s + 1], ka[0], kb[0]);\n")
+body = edit(body, "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e) sst[sg][fc + e][8 * h + fr] = "
+            "st[h].thread_elements()[e];\n    simdgroup_barrier(mem_flags::mem_threadgroup);\n", "")
+body = edit(body, "const float v = sst[sg][fr][8 * h + fc + e] * scale;", "const float v = st[h].thread_elements()[e] * scale;")
+body = edit(body, "    simdgroup_barrier(mem_flags::mem_threadgroup);  // the next step's writes wait for every lane's reads\n", "")
+body = edit(body, "  threadgroup float sst[SG][8][TB + 4];\n", "")
+S_DIRECT = spec("sdirect", source=body)
+body = edit(KEPT.source, "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e) sst[sg][fc + e][8 * h + fr] = "
+            "st[h].thread_elements()[e];\n", "")
+body = edit(edit(body, "const float v = sst[sg][fr][8 * h + fc + e] * scale;", "const float v = st[h].thread_elements()[e] * scale;"),
+            "  threadgroup float sst[SG][8][TB + 4];\n", "")
+NO_ROUND_TRIP = spec("noroundtrip", source=body)
 
 # "q first": q's loads issued ahead of the ring's first copies (into registers, staged after them): the ncu samples
 # of the kept partial (README) hold its warps at q's staging behind the prologue's copies, 3.8% of them.
@@ -185,7 +217,8 @@ VARIANTS = {"kept": use(KEPT), "no L2 policy": use(NO_POLICY), "S in two chains"
             "merge 16 slices": use(KEPT, slices=16), "diagnostic: no P.V products": use(NO_PV),
             "diagnostic: no products": use(NO_PRODUCTS), "q first": use(Q_FIRST), "scale staged": use(SCALE_STAGED),
             "q first, scale staged": use(BOTH), "copies before reads": use(COPIES_FIRST),
-            "bulk copies": use(BULK, shared=bulk_shared_bytes)}
+            "bulk copies": use(BULK, shared=bulk_shared_bytes), "score direct, 384 threadgroups": use(S_DIRECT, target=384),
+            "kept, 384 threadgroups": use(KEPT, target=384), "diagnostic: no score round trip": use(NO_ROUND_TRIP)}
 MEASURED = ("kept", "SG 8, 256 threadgroups", "SG 2, 1024 threadgroups", "merge 16 slices",
             "diagnostic: no P.V products", "diagnostic: no products")
 
@@ -205,7 +238,7 @@ def partial_batches(names) -> dict:
     return batches
 
 
-def compile_each() -> None:
+def compile_each(names=None) -> None:
     """Every variant's 32/8/D128 bf16 partial as the cuda arm would launch it, through nvcc (impl.kernels.nvcc):
     registers per thread, and a failure where a body edit does not compile. 4 threadgroups per SM need <= 128."""
     import tempfile
@@ -213,11 +246,12 @@ def compile_each() -> None:
 
     from impl.kernels.nvcc import compile_batches
 
-    batches = partial_batches(VARIANTS)
+    names = names or list(VARIANTS)
+    batches = partial_batches(names)
     registers = {}
     with tempfile.TemporaryDirectory() as workdir:
         failures = compile_batches(Path(workdir), batches, registers)
-    for name, (launch,) in zip(VARIANTS, batches.values()):
+    for name, (launch,) in zip(names, batches.values()):
         print(f"{name:32s} {registers.get(launch.cuda_function, '-')} registers, {launch.shared_memory} B ring")
     print("\n".join(failures) or "every variant compiles")
     for dk, (worst, words_ok) in bulk_banks().items():
@@ -252,8 +286,8 @@ def scoreboards(names, out_dir) -> None:
         (out / f"{name.replace(' ', '_').replace(',', '')}.sass.txt").write_text("\n".join(rows) + "\n")
 
 
-if sys.argv[1:] == ["compile"]:
-    compile_each()
+if sys.argv[1] == "compile":
+    compile_each(sys.argv[2:])
     sys.exit(0)
 if sys.argv[1] == "scoreboards":
     scoreboards(sys.argv[3:], sys.argv[2])
