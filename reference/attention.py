@@ -152,6 +152,7 @@ def _check_qkv(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _check_scale(scale) -> float:
+    # impl.checks.check_scale's rule, restated: the oracles import nothing from impl/, so a bug there cannot reach them.
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
         raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
     try:
