@@ -8,8 +8,10 @@ here=records/h200-perf/reads-first
 deadline=$((SECONDS + ${1:-380}))
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt"
 i=1
-while [ $((SECONDS + 90)) -lt $deadline ] && [ $i -le 8 ]; do
-  timeout 90 python3 $here/ratio.py 12 3 "$OUT/ratio$i.json" > "$OUT/ratio$i.log" 2>&1
+# A process takes ~40 s warm; the first may compile cold (NVRTC), so each gets 120 s, and none starts within 60 s of
+# the deadline: the last ends by DEADLINE + 60 at worst (420 -> 480 s, inside a call's 600).
+while [ $((SECONDS + 60)) -lt $deadline ] && [ $i -le 8 ]; do
+  timeout 120 python3 $here/ratio.py 12 3 "$OUT/ratio$i.json" > "$OUT/ratio$i.log" 2>&1
   echo "process $i: $? at ${SECONDS}s"; i=$((i + 1))
 done
 python3 $here/ratio.py --summary "$OUT"/ratio*.json | tee "$OUT/summary.txt"
