@@ -90,6 +90,8 @@ NO_PRODUCTS = spec("noproducts", source=edit(edit(KEPT.source, *PV), *S))
 # So 3 threadgroups per SM: measured at 384 threadgroups (about one wave of 396), where the first form of the ring,
 # also past 128 registers, had its best partial (../matrix-partial-ring/). "diagnostic: no score round trip" (wrong
 # outputs: S^T's accumulator read as if it were S, 124 registers) bounds what the round trip costs at 4 per SM.
+# Measured on an H100 (../../h100-cuda/ring-gap/score-direct/): the round trip costs 0.7-2.3 us at N128k, nothing at
+# N32k, and score direct lands with the kept ring; not adopted.
 body = edit(KEPT.source, "metal::simdgroup_load(qt[s], qsh, DK, ulong2(8 * s, 0), true);",
             "metal::simdgroup_load(qt[s], qsh, DK, ulong2(8 * s, 0), false);")
 body = edit(body, "        kb[h].thread_elements()[1] = word_hi<InT>(kw[h][s + 1]);\n      }\n",
