@@ -78,6 +78,17 @@ S = ("        simdgroup_multiply_accumulate_k16(st[0], ka[0], kb[0], qt[s], qt[s
      "        st[0].thread_elements()[0] += float(ka[0].thread_elements()[0]) * float(kb[0].thread_elements()[1]);\n")
 NO_PV = spec("nopv", source=edit(KEPT.source, *PV))
 NO_PRODUCTS = spec("noproducts", source=edit(edit(KEPT.source, *PV), *S))
+ISSUE = "    issue(t0 + (RING - 1) * (SG * TB));\n"  # the ring's copies for a later step (ring_issue.metal)
+
+
+def without_round_trip(text):
+    """The step's scores read from S^T's accumulator as they stand: no stores to sst, no sst."""
+    text = edit(text, "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e) sst[sg][fc + e][8 * h + fr] = "
+                "st[h].thread_elements()[e];\n", "")
+    text = edit(text, "const float v = sst[sg][fr][8 * h + fc + e] * scale;",
+                "const float v = st[h].thread_elements()[e] * scale;")
+    return edit(text, "  threadgroup float sst[SG][8][TB + 4];\n", "")
+
 
 # "score direct" (CUDA-only, TT 1): S = Q . K^T in place of S^T = K . Q^T, so each lane's accumulator pair is already
 # its row's scores (row fr, tokens fc, fc + 1) and the step's S^T -> S round trip through threadgroup memory (two
@@ -92,6 +103,7 @@ NO_PRODUCTS = spec("noproducts", source=edit(edit(KEPT.source, *PV), *S))
 # outputs: S^T's accumulator read as if it were S, 124 registers) bounds what the round trip costs at 4 per SM.
 # Measured on an H100 (../../h100-cuda/ring-gap/score-direct/): the round trip costs 0.7-2.3 us at N128k, nothing at
 # N32k, and score direct lands with the kept ring; not adopted.
+NO_ROUND_TRIP = spec("noroundtrip", source=without_round_trip(KEPT.source))
 body = edit(KEPT.source, "metal::simdgroup_load(qt[s], qsh, DK, ulong2(8 * s, 0), true);",
             "metal::simdgroup_load(qt[s], qsh, DK, ulong2(8 * s, 0), false);")
 body = edit(body, "        kb[h].thread_elements()[1] = word_hi<InT>(kw[h][s + 1]);\n      }\n",
@@ -99,17 +111,10 @@ body = edit(body, "        kb[h].thread_elements()[1] = word_hi<InT>(kw[h][s + 1
             "        ka[h].transposed = kb[h].transposed = true;\n      }\n")
 body = edit(body, "        simdgroup_multiply_accumulate_k16(st[0], ka[0], kb[0], qt[s], qt[s + 1]);\n",
             "        simdgroup_multiply_accumulate_k16(st[0], qt[s], qt[s + 1], ka[0], kb[0]);\n")
-body = edit(body, "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e) sst[sg][fc + e][8 * h + fr] = "
-            "st[h].thread_elements()[e];\n    simdgroup_barrier(mem_flags::mem_threadgroup);\n", "")
-body = edit(body, "const float v = sst[sg][fr][8 * h + fc + e] * scale;", "const float v = st[h].thread_elements()[e] * scale;")
+# With S in the lanes that use it, the two SIMD-group barriers around the sst exchange go too.
+body = edit(without_round_trip(body), ISSUE + "    simdgroup_barrier(mem_flags::mem_threadgroup);\n", ISSUE)
 body = edit(body, "    simdgroup_barrier(mem_flags::mem_threadgroup);  // the next step's writes wait for every lane's reads\n", "")
-body = edit(body, "  threadgroup float sst[SG][8][TB + 4];\n", "")
 S_DIRECT = spec("sdirect", source=body)
-body = edit(KEPT.source, "    for (uint h = 0; h < TT; ++h)\n      for (uint e = 0; e < 2; ++e) sst[sg][fc + e][8 * h + fr] = "
-            "st[h].thread_elements()[e];\n", "")
-body = edit(edit(body, "const float v = sst[sg][fr][8 * h + fc + e] * scale;", "const float v = st[h].thread_elements()[e] * scale;"),
-            "  threadgroup float sst[SG][8][TB + 4];\n", "")
-NO_ROUND_TRIP = spec("noroundtrip", source=body)
 
 # "q first": q's loads issued ahead of the ring's first copies (into registers, staged after them): the ncu samples
 # of the kept partial (README) hold its warps at q's staging behind the prologue's copies, 3.8% of them.
@@ -150,7 +155,6 @@ BOTH = spec("qfirstscalesh", source=edit(edit(Q_FIRST_BODY, *SCALE), *SCALE_USE)
 # "copies before reads": the ring as it was before its reads went ahead of its copies (ring_issue.metal, kept since
 # the `bulk` call measured it: README): each step issues its copies for step + RING - 1 at its top, then waits for at
 # most RING - 1 groups pending; a warp's ring reads then queue behind its own 8 copy instructions in the memory pipe.
-ISSUE = "    issue(t0 + (RING - 1) * (SG * TB));\n"
 COPIES_FIRST = spec("copiesfirst", source=launch._ring_source(dict(
     launch.RING_PIECES, issue="", fetch=ISSUE + edit(launch.RING_PIECES["fetch"], "async_copy_wait<RING - 2>();",
                                                      "async_copy_wait<RING - 1>();"))))
