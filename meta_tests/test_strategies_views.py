@@ -8,8 +8,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from properties.strategies import (ALIGNMENT_FAULTS, RISE_LOW, SCORE_LEVELS, misaligned_layout, misaligned_view,
-                                   numpy_dtype, plant_score_peaks, score_level_peaks, segment_score_maxima)
+from properties.strategies import (ALIGNMENT_FAULTS, RISE_LOW, SCORE_LEVELS, VECTOR_START, misaligned_layout,
+                                   misaligned_view, numpy_dtype, plant_score_peaks, score_level_peaks,
+                                   segment_score_maxima)
 
 
 @pytest.mark.parametrize("n", [9, 10])  # an odd N: the capacity rounds up to even
@@ -26,6 +27,17 @@ def test_a_misaligned_view_holds_the_plane_off_the_grid_in_one_way(fault, dtype,
     assert all(b == 0 for i, b in enumerate(off) if i != faulty), off  # aligned in every other way
     assert off[faulty] == (0 if size == 4 else 8), off  # 4 elements: 8 bytes off in a 16-bit dtype
     assert head % 4 == 0 and row % 4 == 0 and start % 4 == 0  # inside the multi-query contract
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_a_vector_start_view_starts_off_the_4_element_grid_alone(dtype):
+    x = np.random.default_rng(1).standard_normal((1, 3, 9, 16)).astype(numpy_dtype(dtype))
+    view = misaligned_view(x, dtype, VECTOR_START)
+    assert np.array_equal(np.array(view.astype(mx.float32)), x.astype(np.float32))
+    head, row, start = misaligned_layout(9, 16, VECTOR_START)
+    size = np.dtype(numpy_dtype(dtype)).itemsize
+    assert head * size % 16 == 0 and row * size % 16 == 0  # the strides on the 16-byte grid
+    assert start == 1 and start * size % (4 * size) != 0  # the start alone off a 4-vector's bytes
 
 
 @pytest.mark.parametrize("fault, w", [("bent", 16), ("start", 12)])

@@ -14,9 +14,13 @@ Contract (the seed's ``multiQueryCausalSdpa``, @mlx-bun/inference 1.0.0
   last L positions of the cache. They may be strided views (a slice of a
   larger cache, a transpose): the kernel reads ``k_strides`` / ``v_strides``,
   with 4-wide vector loads when both K and V rows allow them (unit last
-  stride, head and row strides multiples of 4; the view must then start
-  4-element aligned, as every slice along heads or tokens of a cache does)
-  and strided loads otherwise.
+  stride, head and row strides multiples of 4, a start 4-element aligned)
+  and strided loads otherwise. The start is an address MLX does not expose
+  before a launch: the CUDA arm checks it in the kernel (a row-contiguous
+  view with an odd offset, ``flat[1:].reshape(...)``, is read by elements
+  there); Metal relies on no pointer-to-integer cast, so on the metal arm a
+  view must start 4-element aligned, as every slice along heads or tokens
+  of a cache does.
 * GQA: H = KVH * REP; query head h reads KV head ``h // REP``. The NQ = REP * L
   query vectors of a KV head share one threadgroup (one SIMD group per
   ``tiles_per_simdgroup`` 8-row tiles, at least 4: ``simdgroups``), so NQ <= 64

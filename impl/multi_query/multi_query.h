@@ -14,6 +14,24 @@
 #define ROLE_BARRIER(threads) threadgroup_barrier(metal::mem_flags::mem_threadgroup)
 #endif
 
+// Whether a K / V view starts where 4-wide vector loads may read it (4 elements' bytes). On CUDA the address says:
+// a row-contiguous view may start anywhere (flat[2:].reshape(...), as_strided with an odd offset), MLX passes it
+// without a copy, and a misaligned vector load faults, so such a view is read by elements there. Metal relies on no
+// pointer-to-integer cast (normalized_argmax.h does the same), and MLX exposes no view offset to check before a
+// launch: there a view starts 4-element aligned by contract (the package's docstring), as every slice of a cache
+// along heads or tokens does.
+#if defined(__CUDACC__)
+template <typename T>
+METAL_FUNC bool starts_vector_aligned(const T* p) {
+  return reinterpret_cast<unsigned long long>(p) % (4ull * sizeof(T)) == 0ull;
+}
+#else
+template <typename P>
+METAL_FUNC bool starts_vector_aligned(P) {  // P: a device or a constant pointer (Metal passes a tiny input in constant)
+  return true;
+}
+#endif
+
 // Dims [d, d + 4) of one K/V row as half: one 4-wide vector load (the row allows it), or 4 loads `step` apart.
 template <typename T>
 METAL_FUNC half4 load4_vector(const DEVICE_MEM T* src, ulong at) {

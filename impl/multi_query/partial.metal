@@ -50,8 +50,8 @@ KV_BUFFERS
   const uint blocks = k1 > k0 ? (k1 - k0 + (uint)BK - 1u) / (uint)BK : 0u;
   const ulong hs = (ulong)k_strides[1], rs = (ulong)k_strides[2], ds = (ulong)k_strides[3];
   const ulong vhs = (ulong)v_strides[1], vrs = (ulong)v_strides[2], vds = (ulong)v_strides[3];
-  const bool kvec = ds == 1 && hs % 4 == 0 && rs % 4 == 0;
-  const bool vvec = vds == 1 && vhs % 4 == 0 && vrs % 4 == 0;
+  const bool kvec = ds == 1 && hs % 4 == 0 && rs % 4 == 0 && starts_vector_aligned(k);
+  const bool vvec = vds == 1 && vhs % 4 == 0 && vrs % 4 == 0 && starts_vector_aligned(v);
   // Staging: the last STAGERS threads (all of them with one stage; with two, the SIMD groups past the tiles) each
   // own one 4-dim quad d0 of a row and the rows j0, j0 + PASS, ... of a block, so their addresses are one base
   // pointer plus a row offset per item (ITEMS = ceil(BK / PASS) items).

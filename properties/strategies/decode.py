@@ -58,6 +58,7 @@ from .attention import numpy_dtype, plant_score_peaks, score_peaks, to_mx
 
 __all__ = [
     "ALIGNMENT_FAULTS",
+    "VECTOR_START",
     "CACHE_LAYOUTS",
     "DECODE_DTYPES",
     "KVQ4_BLOCKS",
@@ -119,17 +120,23 @@ def cache_view(x: np.ndarray, dtype: str | None, layout: str, rng: np.random.Gen
 # The ways a view can sit off the 16-byte grid and still be in the multi-query contract (unit last stride, head and
 # row strides multiples of 4 elements, a 4-element-aligned start): ``misaligned_view``.
 ALIGNMENT_FAULTS = ("head_stride", "row_stride", "start")
+# A view that starts one element into its buffer, strides aligned: off the 4-element grid of multi-query's vector
+# loads (2 bytes in a 16-bit dtype, 4 in float32), which only a row-contiguous view with an odd offset reaches
+# (``flat[1:].reshape(...)``). The CUDA arm reads it by elements (``starts_vector_aligned``); Metal's contract excludes
+# it (impl.multi_query's docstring).
+VECTOR_START = "vector_start"
 
 
 def misaligned_layout(n: int, w: int, fault: str) -> tuple[int, int, int]:
     """``misaligned_view``'s (head stride, row stride, start) in elements for N rows of W elements."""
-    if fault not in ALIGNMENT_FAULTS:
-        raise ValueError(f"fault must be one of {ALIGNMENT_FAULTS}, got {fault!r}")
+    if fault not in ALIGNMENT_FAULTS + (VECTOR_START,):
+        raise ValueError(f"fault must be one of {ALIGNMENT_FAULTS + (VECTOR_START,)}, got {fault!r}")
     if w % 8:
         raise ValueError(f"w (x's last axis) must be a multiple of 8, got {w}")
     capacity = n + 8 + n % 2  # even, so a row stride of W + 4 keeps the head stride a multiple of 8
-    row = w + 4 if fault == "row_stride" else w + 8 if fault == "start" else w
-    return capacity * row + (4 if fault == "head_stride" else 0), row, 4 if fault == "start" else 0
+    row = w + 4 if fault == "row_stride" else w + 8 if fault in ("start", VECTOR_START) else w
+    start = 4 if fault == "start" else 1 if fault == VECTOR_START else 0
+    return capacity * row + (4 if fault == "head_stride" else 0), row, start
 
 
 def misaligned_view(x: np.ndarray, dtype: str, fault: str) -> mx.array:
@@ -137,7 +144,8 @@ def misaligned_view(x: np.ndarray, dtype: str, fault: str) -> mx.array:
     way but one (``fault``): its head stride ``head_stride`` C * W + 4 elements (C = N + 8, rounded up to even), its
     row stride ``row_stride`` W + 4, or its ``start`` 4 elements into the buffer (rows W + 8 apart). 4 elements are
     8 bytes in a 16-bit dtype (16 in float32, which stays aligned): a kernel that copies 16-byte chunks only where
-    the strides and the start allow it (multi-query's ring) must take its element path here, for K or V alone."""
+    the strides and the start allow it (multi-query's ring) must take its element path here, for K or V alone.
+    ``VECTOR_START``: the start 1 element in (rows W + 8 apart), off the 4-element grid too."""
     _, kvh, n, w = x.shape
     head, row, start = misaligned_layout(n, w, fault)
     buffer = np.full(start + kvh * head + 8, np.nan, np.float32)
