@@ -13,6 +13,14 @@ Contract (the seed's ``pagedAttentionView.attend`` direct path, mlx-bun 0.5.0
   block_size, Dk] and ``values`` [..., Dv] in ``dtype``, or, when
   ``quantization`` (affine, bits 4|8, ``group_size``) is set, uint32 planes
   [..., D*bits/32] with ``*_scales`` / ``*_biases`` [..., D/group_size] in ``dtype``.
+  A plain pool's ``keys`` / ``values`` start a multiple of 8 elements into
+  their buffer: the partials read a lane's 4 or 8 elements with one load, and
+  CUDA's ring copies 16-byte chunks. An array MLX allocates does, and so does
+  every slice of one along blocks or heads, and along tokens when the head dim
+  is a multiple of 8; a row-contiguous view with another offset
+  (``flat[1:].reshape(...)``) is outside the contract. Its start is an address
+  MLX does not expose before a launch, so no call can check it (a misaligned
+  load faults on CUDA). Quantized planes are read by words and take any start.
 * ``block_table``: an ``impl.block_table.BlockTable`` (checked and frozen once, e.g. per
   decode step: then a call checks it against the pool in O(1)), or 1-D ints (list, NumPy or
   mx.array: checked entry by entry per call; an mx.array is read back to the host for that);
