@@ -191,6 +191,20 @@ def test_quantized_pool(arm, gate, dtype, quant, geometry):
                      kernel=kernel, case=case.id)
 
 
+@pytest.mark.gate
+def test_numpy_integer_quantization_runs_as_ints(arm, gate):
+    """The checks take NumPy integers for ``storage.quantization``'s bits and group size (as for every int argument):
+    such a storage runs, bit for bit the same call with Python ints (the graph arm's MLX ops take only ints)."""
+    from dataclasses import replace
+
+    case = make_case("bfloat16", QUANT_GEOMETRIES[0], QUANTIZATIONS[0])
+    numpy_quant = sts.PagedQuantization(np.int64(case.quant.bits), np.int32(case.quant.group_size))
+    out = paged_attention(case.q_mx, replace(case.storage, quantization=numpy_quant), case.table, case.length,
+                          scale=case.scale, arm=arm)
+    gate.bit_exact(out, direct(case, arm), what="NumPy-int quantization against Python ints",
+                   kernel=kernel_name(case), case=f"{case.id}-numpy-ints")
+
+
 @pytest.fixture
 def simt_partial():
     """The SIMT partial (``partial.metal``) for one test, on the shapes the matrix partial takes by default

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import mlx.core as mx
 
-from .launch import PAGED, SIMD, Layout, _lane_map
+from .launch import PAGED, SIMD, Layout, _lane_map, _quant_key
 
 if TYPE_CHECKING:
     from impl.paged_attention import PagedStorage
@@ -31,7 +31,7 @@ def _load(storage: PagedStorage, which: str, physical: mx.array, slot: mx.array,
     rows = plane[physical, :, slot]  # [T, Hkv, width]
     if storage.quantization is None:
         return rows.astype(mx.float32)
-    bits, group = storage.quantization.bits, storage.quantization.group_size
+    bits, group = _quant_key(storage.quantization)
     prefix = "key" if which == "keys" else "value"
     scales = getattr(storage, f"{prefix}_scales")[physical, :, slot].astype(mx.float32)
     biases = getattr(storage, f"{prefix}_biases")[physical, :, slot].astype(mx.float32)
@@ -92,7 +92,7 @@ def graph_attention(q: mx.array, storage: PagedStorage, table: mx.array, length:
     if layout.round_q:
         qf = qf.astype(q.dtype).astype(mx.float32)
     qf = qf.reshape(hk, group * n, dk)
-    bits = None if storage.quantization is None else storage.quantization.bits
+    bits = None if storage.quantization is None else _quant_key(storage.quantization)[0]
     lanes = _lane_map(dk, dv, storage.dtype, bits)
     scores = _lane_dot(qf, k, lanes.vk, lanes.lanes)
     query = mx.arange(n).reshape(1, n, 1)

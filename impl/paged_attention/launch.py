@@ -544,7 +544,8 @@ def single_block_table() -> mx.array:
 
 
 def _quant_key(quantization) -> tuple[int, int] | None:
-    return None if quantization is None else (quantization.bits, quantization.group_size)
+    """(bits, group size) as Python ints: the checks accept NumPy integers there, and MLX's ops take only ints."""
+    return None if quantization is None else (int(quantization.bits), int(quantization.group_size))
 
 
 class Layout(NamedTuple):
