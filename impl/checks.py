@@ -58,3 +58,34 @@ def check_partials(out: tuple, maxima: tuple, sums: tuple, *, layout: str) -> No
     o, m, s = out[1], maxima[1], sums[1]
     if o.ndim != 4 or m.shape != o.shape[:3] or s.shape != o.shape[:3]:
         raise ValueError(f"{out[0]} must be {layout}; got {list(o.shape)}, {list(m.shape)}, {list(s.shape)}")
+
+
+MASK_STRINGS = ("causal",)  # the mask strings MLX's scaled_dot_product_attention takes that the callers allow
+
+
+def check_mask(mask) -> None:
+    """An attention ``mask``: None, ``"causal"`` or an mx.array (its shape and dtype: ``check_mask_shape``)."""
+    if mask is None or isinstance(mask, mx.array):
+        return
+    if isinstance(mask, str):
+        if mask not in MASK_STRINGS:
+            raise ValueError(f"mask must be None, 'causal' or an mx.array, got {mask!r}")
+        return
+    raise TypeError(f"mask must be None, 'causal' or an mx.array, got {type(mask).__name__}")
+
+
+def check_mask_shape(mask, target: tuple[int, ...], dtype: mx.Dtype | None = None) -> None:
+    """An array ``mask`` must broadcast to ``target`` ([B, Hq, n, keys]) and be boolean or floating (additive);
+    given the attention's ``dtype``, a floating mask must promote to it (what SDPA requires)."""
+    if not isinstance(mask, mx.array):
+        return
+    if mask.dtype != mx.bool_ and not mx.issubdtype(mask.dtype, mx.floating):
+        raise ValueError(f"mask must be boolean or floating (additive), got {mask.dtype}")
+    if dtype is not None and mask.dtype != mx.bool_ and mx.result_type(mask.dtype, dtype) != dtype:
+        raise ValueError(f"mask dtype {mask.dtype} does not promote to the attention dtype {dtype}")
+    try:
+        fits = np.broadcast_shapes(tuple(mask.shape), target) == target
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to [B, Hq, n, keys] = {list(target)}")

@@ -686,6 +686,24 @@ def test_planes_that_are_not_mx_arrays_are_type_errors():
                         scale=0.125, arm="graph")
 
 
+def test_gather_masks_are_checked():
+    """``paged_attention_gather``'s mask is what its docstring allows (None, "causal", a boolean or floating array that
+    broadcasts to [1, Hq, n, length]); anything else is refused naming mask, before MLX's SDPA sees it (an int32
+    array would pass there as an additive mask, silently not causal)."""
+    case = make_case("float16", GEOMETRIES[0])
+    n, length = case.q_mx.shape[2], case.length
+    bad = [("bogus", ValueError), (5, TypeError), ([[True]], TypeError), (mx.zeros((3, 3), dtype=mx.bool_), ValueError),
+           (mx.zeros((n, length), dtype=mx.int32), ValueError), (mx.zeros((n, length), dtype=mx.float32), ValueError)]
+    for mask, error in bad:
+        with pytest.raises(error, match="mask"):
+            paged_attention_gather(case.q_mx, case.storage, case.table, length, scale=0.125, mask=mask)
+    causal = paged_attention_gather(case.q_mx, case.storage, case.table, length, scale=0.125, mask="causal")
+    query = np.arange(n)[:, None] + length - n  # bottom-right causal as a boolean array: the same call
+    visible = mx.array(np.arange(length)[None, :] <= query)
+    as_array = paged_attention_gather(case.q_mx, case.storage, case.table, length, scale=0.125, mask=visible)
+    assert mx.array_equal(causal, as_array).item()
+
+
 # --- the ring under compute-sanitizer ----------------------------------------------------------------------------
 # What each tool prints when it found nothing (compute-sanitizer's summary line).
 SANITIZER_CLEAN = {"racecheck": "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)",

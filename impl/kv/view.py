@@ -38,43 +38,13 @@ import numpy as np
 
 from impl.arms import resolve_arm
 from impl.block_table import BlockTable
-from impl.checks import check_int, check_scale
+from impl.checks import check_int, check_mask, check_mask_shape, check_scale
 
 from .pool import _gather_planes, table_array
 from .quantization import Quantization
 from .validation import check_array
 
 DIRECT_MAX_QUERIES = 8  # the direct kernel's query-row limit (speculative verify sizes)
-MASK_STRINGS = ("causal",)
-
-
-def check_mask(mask) -> None:
-    if mask is None or isinstance(mask, mx.array):
-        return
-    if isinstance(mask, str):
-        if mask not in MASK_STRINGS:
-            raise ValueError(f"mask must be None, 'causal' or an mx.array, got {mask!r}")
-        return
-    raise TypeError(f"mask must be None, 'causal' or an mx.array, got {type(mask).__name__}")
-
-
-def check_mask_shape(mask, target: tuple[int, ...], dtype: mx.Dtype | None = None) -> None:
-    """An array ``mask`` must broadcast to ``target`` ([B, Hq, n, keys]) and be boolean or floating (additive);
-    given the attention's ``dtype``, a floating mask must promote to it (what SDPA requires)."""
-    if not isinstance(mask, mx.array):
-        return
-    if mask.dtype != mx.bool_ and not mx.issubdtype(mask.dtype, mx.floating):
-        raise ValueError(f"mask must be boolean or floating (additive), got {mask.dtype}")
-    if dtype is not None and mask.dtype != mx.bool_ and mx.result_type(mask.dtype, dtype) != dtype:
-        raise ValueError(f"mask dtype {mask.dtype} does not promote to the attention dtype {dtype}")
-    try:
-        fits = np.broadcast_shapes(tuple(mask.shape), target) == target
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to [B, Hq, n, keys] = {list(target)}")
-
-
 def snapshot_table(table) -> BlockTable:
     """``table`` (a sequence of ints or a 1-D NumPy array) frozen for views: host, device and the kernels' padded
     copy."""

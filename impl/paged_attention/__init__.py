@@ -92,7 +92,7 @@ import numpy as np
 
 from impl.arms import resolve_arm
 from impl.block_table import BlockTable, freeze
-from impl.checks import check_int, check_scale
+from impl.checks import check_int, check_mask, check_mask_shape, check_scale
 from impl.kernels import KernelSpec, Launch
 from impl.recent_calls import RecentCalls, array_key, scalar_key
 
@@ -458,10 +458,14 @@ def paged_attention_gather(q: mx.array, storage: PagedStorage, block_table, leng
     """The seed's numerical control: gather the live blocks, (dequantize,) then MLX's fused SDPA.
 
     Any n; ``mask`` is passed to ``mx.fast.scaled_dot_product_attention``
-    (None, ``"causal"`` for bottom-right causal, or an array). Quantized pools
-    go through ``mx.dequantize`` (affine), whose output dtype is the scales'.
+    (None, ``"causal"`` for bottom-right causal, or a boolean or additive
+    floating array that broadcasts to [1, Hq, n, length]; anything else is a
+    TypeError / ValueError naming mask). Quantized pools go through
+    ``mx.dequantize`` (affine), whose output dtype is the scales'.
     """
+    check_mask(mask)
     table, scale, _, length = _validate(q, storage, block_table, length, scale, direct=False)
+    check_mask_shape(mask, (1, q.shape[1], q.shape[2], length), q.dtype)
     table = table.device[:-(-length // storage.block_size)]  # the live blocks
     k, v = _gather(storage.keys, table, length), _gather(storage.values, table, length)
     quant = storage.quantization
