@@ -16,9 +16,12 @@ Contract (the seed's ``normalizedArgmax``, mlx-bun 0.5.0 ``normalized-argmax.ts`
   MLX's native argmax differs there: NaN beats every number, so
   ``argmax(logits - logsumexp)`` returns the first NaN score's index (e.g. the
   first ``+inf`` logit). On rows without a NaN score the two agree exactly.
-* Integer dtypes and empty inputs keep the native ops
-  (``argmax(logits - logsumexp(logits))``) and their semantics (MLX 0.32.4's
-  logsumexp refuses an empty array with ValueError).
+* Integer dtypes keep the native ops (``argmax(logits - logsumexp(logits))``)
+  and their semantics. An empty vocabulary axis (V = 0: no id to return) is a
+  ValueError naming logits, bool and complex logits a TypeError (no order to
+  take an argmax in), both before any op runs; zero rows with V >= 1 give an
+  empty uint32 array of the batch's shape. ``normalized_argmax_native`` checks
+  the same.
 * Eligible float inputs run a fixed-shape ``mx.compile`` of the arm's graph
   (as the seed compiles with shapeless=false): a new shape recompiles.
 * Any size is eligible, the smallest too: logits of fewer than 8 elements
@@ -212,17 +215,30 @@ def threads_for(vocab: int) -> int:
     return min(MAX_THREADS, 32 * -(-chunks // 32))
 
 
+def _check_logits(logits) -> None:
+    """``logits``: an mx.array [..., V] of a real dtype (floating or integer) with V >= 1."""
+    if not isinstance(logits, mx.array):
+        raise TypeError(f"logits must be an mx.array, got {type(logits).__name__}")
+    if logits.ndim == 0:
+        raise ValueError("logits must have a vocabulary axis, got a 0-d array")
+    if logits.shape[-1] == 0:
+        raise ValueError(f"logits must have a non-empty vocabulary axis, got shape {list(logits.shape)}")
+    if logits.dtype == mx.bool_ or mx.issubdtype(logits.dtype, mx.complexfloating):
+        raise TypeError(f"logits must be a real floating or integer array, got {logits.dtype}")
+
+
 def normalized_argmax_native(logits: mx.array) -> mx.array:
-    """MLX's own ``argmax(logits - logsumexp(logits))`` over the last axis (uint32)."""
+    """MLX's own ``argmax(logits - logsumexp(logits))`` over the last axis (uint32), on the inputs
+    ``normalized_argmax`` takes (zero rows: an empty result)."""
+    _check_logits(logits)
+    if logits.size == 0:
+        return mx.zeros(logits.shape[:-1], dtype=mx.uint32)
     return mx.argmax(logits - mx.logsumexp(logits, axis=-1, keepdims=True), axis=-1)
 
 
 def normalized_argmax(logits: mx.array, arm: str | None = None) -> mx.array:
     """Greedy ids of ``logits`` [..., V] as uint32 [...]: see the module docstring."""
-    if not isinstance(logits, mx.array):
-        raise TypeError(f"logits must be an mx.array, got {type(logits).__name__}")
-    if logits.ndim == 0:
-        raise ValueError("logits must have a vocabulary axis, got a 0-d array")
+    _check_logits(logits)
     arm = resolve_arm(arm)
     if logits.size == 0 or logits.dtype not in ELIGIBLE_DTYPES:
         return normalized_argmax_native(logits)

@@ -94,12 +94,21 @@ def test_integer_logits_keep_the_native_ops(arm, gate, dtype):
                case=f"{dtype}")
 
 
-def test_empty_and_bad_inputs(arm):
-    with pytest.raises(ValueError, match="logsumexp"):  # native semantics: MLX refuses an empty reduction
-        normalized_argmax(mx.zeros((2, 0)), arm=arm)
-    with pytest.raises(ValueError, match="logits"):
-        normalized_argmax(mx.array(1.0), arm=arm)
-    with pytest.raises(TypeError, match="logits"):
-        normalized_argmax(np.zeros((2, 3), np.float32), arm=arm)
-    with pytest.raises(ValueError, match="arm"):
-        normalized_argmax(mx.zeros((2, 3)), arm="opencl")
+@pytest.mark.parametrize("call", [normalized_argmax, normalized_argmax_native], ids=["call", "native"])
+def test_empty_and_bad_inputs(arm, call):
+    """Both refuse what has no argmax (no vocabulary, no order) naming logits before any op runs; zero rows give
+    zero ids."""
+    run = (lambda x: call(x, arm=arm)) if call is normalized_argmax else call
+    for bad, error in [(mx.zeros((2, 0)), ValueError), (mx.zeros((0,)), ValueError), (mx.array(1.0), ValueError),
+                       (np.zeros((2, 3), np.float32), TypeError), ([[1.0, 2.0]], TypeError), (None, TypeError),
+                       (mx.zeros((2, 3), dtype=mx.bool_), TypeError),
+                       (mx.zeros((2, 3), dtype=mx.complex64), TypeError)]:
+        with pytest.raises(error, match="^logits must"):
+            run(bad)
+    for shape in [(0, 5), (3, 0, 7)]:  # zero rows
+        for dtype in (mx.bfloat16, mx.float32, mx.int32):
+            out = run(mx.zeros(shape, dtype=dtype))
+            assert out.shape == shape[:-1] and out.dtype == mx.uint32
+    if call is normalized_argmax:
+        with pytest.raises(ValueError, match="arm"):
+            normalized_argmax(mx.zeros((2, 3)), arm="opencl")
