@@ -30,9 +30,15 @@ import numpy as np
 from impl.checks import check_int
 
 
+# The last position a mask array may hold: MLX's positions (mx.arange) are int32.
+MAX_POSITIONS = 2**31 - 1
+
+
 def _bool_like(values) -> bool:
     """A sequence (or NumPy array) of bools, empty included: what ``bidir`` may be besides a bool mx.array."""
     if isinstance(values, np.ndarray):
+        if values.dtype == object:  # bools held as Python objects
+            return all(isinstance(v, (bool, np.bool_)) for v in values.ravel())
         return values.dtype == np.bool_ or values.size == 0
     return (isinstance(values, Sequence) and not isinstance(values, (str, bytes))
             and all(isinstance(v, (bool, np.bool_)) for v in values))
@@ -42,30 +48,40 @@ def _check_window(window) -> int | None:
     return None if window is None else check_int("window", window, minimum=1)
 
 
+def _check_positions(count: int, what: str) -> None:
+    """A mask array's key count ``count`` (``what`` names the arguments it comes from) within MLX's int32 positions."""
+    if count > MAX_POSITIONS:
+        raise ValueError(f"{what} must be at most 2**31 - 1 (MLX's int32 positions), got {count}")
+
+
 def create_causal_mask(N: int, offset: int = 0, window: int | None = None) -> mx.array:
     """bool [N, offset + N]: causal from absolute position ``offset``, optionally windowed."""
     N = check_int("N", N, minimum=0)  # as Python ints: mx.arange refuses NumPy integers
     offset = check_int("offset", offset, minimum=0)
     window = _check_window(window)
+    _check_positions(offset + N, f"offset + N ({offset} + {N})")
     keys = mx.arange(offset + N)[None, :]
     queries = mx.arange(offset, offset + N)[:, None]
     mask = queries >= keys
     # A window as long as the keys cuts nothing (queries - keys < offset + N): skipping it keeps a huge window out
-    # of MLX's int32 arithmetic, where it raised std::bad_cast.
+    # of MLX's int32 arithmetic, where it raised std::bad_cast. The test is on the difference: keys + window would
+    # wrap past 2**31 once positions pass 2**30 (a query then blind to itself).
     if window is not None and window < offset + N:
-        mask = mx.logical_and(mask, queries < keys + window)
+        mask = mx.logical_and(mask, queries - keys < window)
     return mask
 
 
 def bidirectional_mask(L: int, window: int | None, bidir) -> mx.array:
     """bool [L, L]: causal(+window) OR (bidir[i] AND bidir[j])."""
     L = check_int("L", L, minimum=0)
+    _check_positions(L, "L")
     if not isinstance(bidir, mx.array):
         if isinstance(bidir, (str, bytes)) or not isinstance(bidir, (Sequence, np.ndarray)):
             raise TypeError(f"bidir must be a bool mx.array or a sequence of bools, got {type(bidir).__name__}")
         try:
             bidir = mx.array(np.asarray(bidir, dtype=np.bool_) if _bool_like(bidir) else bidir)
-        except (TypeError, ValueError) as error:  # ragged nesting, entries MLX cannot hold
+        except (TypeError, ValueError, RuntimeError) as error:  # ragged nesting, entries MLX cannot hold (strings,
+            # dates, records: MLX's conversion raises RuntimeError std::bad_cast for those)
             raise ValueError(f"bidir must be a bool array of shape ({L},): {error}") from None
     if bidir.shape != (L,):
         raise ValueError(f"bidir must have shape ({L},), got {tuple(bidir.shape)}")
@@ -81,6 +97,7 @@ def batched_decode_mask(batch: int, tokens: int, total: int, left_pad, window: i
     batch = check_int("batch", batch, minimum=0)  # as Python ints: mx.arange / reshape refuse NumPy integers
     tokens = check_int("tokens", tokens, minimum=0)
     total = check_int("total", total, minimum=tokens)
+    _check_positions(total, "total")
     pads = left_pad.tolist() if isinstance(left_pad, (mx.array, np.ndarray)) else left_pad
     if isinstance(pads, (str, bytes)) or not isinstance(pads, Sequence) or len(pads) != batch:
         raise ValueError(f"left_pad must hold {batch} ints, got {left_pad!r}")
@@ -97,5 +114,6 @@ def cache_mask(tokens: int, offset: int, window: int | None = None):
     offset = check_int("offset", offset, minimum=0)
     window = _check_window(window)
     if window is not None and offset + tokens > window:
+        _check_positions(offset + tokens, f"offset + tokens ({offset} + {tokens})")
         return create_causal_mask(tokens, offset, window)
     return None if tokens == 1 else "causal"

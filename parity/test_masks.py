@@ -157,6 +157,37 @@ def test_a_window_past_int32_cuts_nothing(window):
                           masks.batched_decode_mask(2, 1, 3, [0, 1], None)).item()
 
 
+POSITION_CALLS = [
+    (lambda: masks.create_causal_mask(1, 2**31 - 1), r"^offset \+ N"),
+    (lambda: masks.create_causal_mask(2**31, 0, 4), r"^offset \+ N"),
+    (lambda: masks.bidirectional_mask(2**31, None, []), r"^L "),
+    (lambda: masks.batched_decode_mask(1, 1, 2**31, [0], None), r"^total "),
+    (lambda: masks.cache_mask(1, 10**20, 4), r"^offset \+ tokens"),
+]
+
+
+@pytest.mark.parametrize("call, name", POSITION_CALLS, ids=[str(i) for i in range(len(POSITION_CALLS))])
+def test_positions_past_int32_are_refused_by_name(call, name):
+    """A mask array holds int32 positions (mx.arange): more keys than 2**31 - 1 is a ValueError naming the arguments
+    the count comes from, before any array (MLX's own "[arange] Maximum size exceeded" named none)."""
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+@pytest.mark.parametrize("bidir", [np.array(["a", "b"]), np.array(["2020-01-01", "2020-01-02"], "datetime64[D]"),
+                                   np.array([b"a", b"b"])], ids=["str", "datetime", "bytes"])
+def test_a_bidir_mlx_cannot_hold_is_refused_by_name(bidir):
+    """Entries MLX's conversion cannot take (its RuntimeError std::bad_cast) are a ValueError naming bidir."""
+    with pytest.raises(ValueError, match="^bidir must"):
+        masks.bidirectional_mask(2, None, bidir)
+
+
+def test_object_bools_are_bools():
+    """A NumPy object array of bools is a sequence of bools: the same mask as the bool array."""
+    got = masks.bidirectional_mask(2, None, np.array([True, False], dtype=object))
+    assert mx.array_equal(got, masks.bidirectional_mask(2, None, np.array([True, False]))).item()
+
+
 @pytest.mark.parametrize("kind", [np.int64, np.uint8])
 def test_left_pad_of_numpy_ints_matches_oracle(gate, kind):
     """batched_decode_mask with left_pad a list of NumPy integers (e.g. taken from a NumPy array one by one): it raised
