@@ -676,8 +676,8 @@ CATALOG: tuple[Mutant, ...] = (
         "window_mask_off_by_one",
         "the sliding window keeps window + 1 keys (offset + i - j <= window instead of < window)",
         "masks",
-        (code(MASKS, "mx.logical_and(mask, queries < keys + window)",
-              "mx.logical_and(mask, queries <= keys + window)"),),
+        (code(MASKS, "mx.logical_and(mask, queries - keys < window)",
+              "mx.logical_and(mask, queries - keys <= window)"),),
         ("parity/test_masks.py::test_create_causal_mask_matches_oracle",)),
     Mutant(
         "bidirectional_mask_one_way",
