@@ -68,6 +68,7 @@ class BlockTable:
 
     def check_pool(self, num_blocks: int, *, name: str = "block_table") -> None:
         """Every entry names one of the pool's ``num_blocks`` blocks, else ValueError naming ``name``."""
+        num_blocks = check_int("num_blocks", num_blocks, minimum=0)
         if self.smallest < 0 or self.largest >= num_blocks:
             bad = self.smallest if self.smallest < 0 else self.largest
             raise ValueError(f"{name} entry {bad} is outside the pool's {num_blocks} blocks")

@@ -24,6 +24,11 @@ def check_int(name: str, value, *, minimum: int | None = None, maximum: int | No
     return int(value)
 
 
+# The largest extent an array axis, a position or a block index may have: MLX's shapes and the kernels' indices are
+# int32. Sizes past it fail inside MLX (OverflowError, std::bad_cast) naming no argument.
+MAX_EXTENT = 2**31 - 1
+
+
 def check_scale(scale) -> float:
     """A softmax scale: a finite real number, as a float."""
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):

@@ -27,11 +27,7 @@ from collections.abc import Sequence
 import mlx.core as mx
 import numpy as np
 
-from impl.checks import check_int
-
-
-# The last position a mask array may hold: MLX's positions (mx.arange) are int32.
-MAX_POSITIONS = 2**31 - 1
+from impl.checks import MAX_EXTENT, check_int
 
 
 def _bool_like(values) -> bool:
@@ -50,7 +46,7 @@ def _check_window(window) -> int | None:
 
 def _check_positions(count: int, what: str) -> None:
     """A mask array's key count ``count`` (``what`` names the arguments it comes from) within MLX's int32 positions."""
-    if count > MAX_POSITIONS:
+    if count > MAX_EXTENT:  # mx.arange's positions are int32
         raise ValueError(f"{what} must be at most 2**31 - 1 (MLX's int32 positions), got {count}")
 
 

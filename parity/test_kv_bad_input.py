@@ -214,6 +214,13 @@ CONSTRUCTORS = [
     ("pool dtype None", lambda: BlockPool(2, 4, 1, 32, dtype=None), ValueError, "dtype"),
     ("max_blocks below capacity", lambda: PagedKVCache(64, 4, max_blocks=8), ValueError, "max_blocks"),
     ("max_blocks 0", lambda: PagedKVCache(0, 4, max_blocks=0), ValueError, "max_blocks must be >= 1"),
+    # extents past MLX's int32 shapes (they raised OverflowError or std::bad_cast inside MLX, naming nothing)
+    ("pool num_blocks 2**31", lambda: BlockPool(2**31, 4, 2, 32), ValueError, "num_blocks must be <="),
+    ("pool block_size 2**40", lambda: BlockPool(2, 2**40, 2, 32), ValueError, "block_size must be <="),
+    ("pool head_dim 10**20", lambda: BlockPool(1, 4, 2, 10**20), ValueError, "head_dim must be <="),
+    ("capacity past a pool's blocks", lambda: PagedKVCache(2**40, 4), ValueError, "capacity_tokens"),
+    ("capacity 10**20", lambda: PagedKVCache(10**20, 4), ValueError, "capacity_tokens"),
+    ("rows capacity past a pool's blocks", lambda: PagedKvRows(2**40, 4), ValueError, "capacity_tokens"),
 ]
 
 
@@ -375,6 +382,12 @@ def test_a_row_that_never_had_an_append_is_all_padding():
 
 # The module-level helpers the caches are built from are public too (``impl.kv.__all__``).
 K4 = mx.zeros((1, 2, 3, 4))
+
+
+def QUANTIZED(packed_dtype=mx.uint32):
+    """(packed, scales, biases) of 2 rows of 64 dims at 4 bits, groups of 32; packed as ``packed_dtype``."""
+    packed, scales, biases = Quantization(4, 32).quantize(mx.ones((2, 64)))
+    return packed.astype(packed_dtype), scales, biases
 HELPERS = [
     ("gather_blocks id past the pool", lambda: gather_blocks(pool().keys, [3]), ValueError, r"table entries .* \[0, 3\)"),
     ("gather_blocks negative id", lambda: gather_blocks(pool().keys, mx.array([-1])), ValueError, "table entries"),
@@ -403,6 +416,21 @@ HELPERS = [
     ("next_pool_size negative", lambda: next_pool_size(-1), ValueError, "num_blocks"),
     ("next_pool_size cap below the pool", lambda: next_pool_size(4, 3), ValueError, "max_blocks"),
     ("pool_blocks_for float", lambda: pool_blocks_for(1.5, 4), TypeError, "tokens"),
+    ("check_divides a str dim", lambda: Quantization(4, 32).check_divides("x", "head_dim"), TypeError, "head_dim"),
+    ("check_divides None", lambda: Quantization(4, 32).check_divides(None, "head_dim"), TypeError, "head_dim"),
+    ("check_divides 0", lambda: Quantization(4, 32).check_divides(0, "head_dim"), ValueError, "head_dim"),
+    ("check_divides negative", lambda: Quantization(4, 32).check_divides(-32, "head_dim"), ValueError, "head_dim"),
+    ("quantize NumPy rows", lambda: Quantization(4, 32).quantize(np.zeros((1, 32), np.float32)), TypeError, "rows"),
+    ("quantize int32 rows", lambda: Quantization(4, 32).quantize(mx.zeros((1, 32), mx.int32)), ValueError, "rows"),
+    ("quantize 33 dims", lambda: Quantization(4, 32).quantize(mx.zeros((1, 33))), ValueError, "rows"),
+    ("quantize 1-D rows", lambda: Quantization(4, 32).quantize(mx.zeros((32,))), ValueError, "rows"),
+    ("dequantize None", lambda: Quantization(4, 32).dequantize(None, K4, K4), TypeError, "packed"),
+    ("dequantize int32 packed", lambda: Quantization(4, 32).dequantize(*QUANTIZED(mx.int32)), ValueError, "packed"),
+    ("dequantize biases of another shape", lambda: Quantization(4, 32).dequantize(*QUANTIZED()[:2],
+                                                                                  QUANTIZED()[2][..., :1, :]),
+     ValueError, "biases"),
+    ("dequantize biases of another dtype", lambda: Quantization(4, 32).dequantize(
+        *QUANTIZED()[:2], QUANTIZED()[2].astype(mx.float16)), ValueError, "biases"),
 ]
 
 
@@ -535,3 +563,73 @@ def test_a_views_arrays_are_its_planes(quantization):
     assert all(isinstance(a, mx.array) for a in arrays)
     assert [id(a) for a in arrays] == [id(a) for a in p.arrays()], "the view's planes are the pool's"
     assert len(arrays) == (2 if quantization is None else 6)
+
+
+# --- failures past the checks: memory --------------------------------------------------------------------------------
+# What no check can refuse (MLX out of memory while a pool grows or is made) must still leave the state as it was:
+# the failure is simulated at the operation's last allocation.
+
+
+def test_a_grow_that_fails_leaves_the_pool_as_it_was(monkeypatch):
+    """``grow`` builds every enlarged plane and the free list before it assigns any: an allocation failing at the last
+    plane leaves num_blocks, the free list and the planes as they were (they were assigned one by one before)."""
+    target = pool()
+    before = snapshot(target)
+    calls, concatenate = [], mx.concatenate
+
+    def failing(arrays, axis=0):
+        calls.append(axis)
+        if len(calls) == 2:  # the values plane: the keys plane is already built
+            raise MemoryError("simulated")
+        return concatenate(arrays, axis=axis)
+
+    monkeypatch.setattr(mx, "concatenate", failing)
+    with pytest.raises(MemoryError):
+        target.grow(6)
+    monkeypatch.undo()
+    assert len(calls) == 2 and snapshot(target) == before
+    target.grow(6)  # and the pool still grows
+    assert target.num_blocks == 6 and target.free_blocks == 5
+
+
+def test_a_rows_append_whose_pool_cannot_be_made_changes_no_row(monkeypatch):
+    """Each row makes its pool at its first append; a batch append makes every missing pool before it writes any row,
+    and drops the ones it made when one fails: row 0 is neither written nor left holding a pool."""
+    import impl.kv.paged as paged_module
+
+    batch = PagedKvRows(8, BLOCK)
+    batch.merge_rows([PagedKVCache(8, BLOCK), PagedKVCache(8, BLOCK)])
+    before = snapshot(batch)
+    made, block_pool = [], paged_module.BlockPool
+
+    def failing(*args, **kwargs):
+        made.append(args)
+        if len(made) == 2:
+            raise MemoryError("simulated")
+        return block_pool(*args, **kwargs)
+
+    monkeypatch.setattr(paged_module, "BlockPool", failing)
+    with pytest.raises(MemoryError):
+        batch.append(*kv(2, batch=2))
+    monkeypatch.undo()
+    assert len(made) == 2 and snapshot(batch) == before and batch.row_offsets == [0, 0]
+    batch.append(*kv(2, batch=2))
+    assert batch.row_offsets == [2, 2]
+
+
+@pytest.mark.parametrize("num_blocks, error", [(None, TypeError), (3.5, TypeError), (True, TypeError),
+                                                (mx.array(4), TypeError), (-1, ValueError)])
+def test_check_pool_refuses_a_bad_block_count_by_name(num_blocks, error):
+    from impl.block_table import BlockTable
+
+    with pytest.raises(error, match="num_blocks"):
+        BlockTable.of([0, 3]).check_pool(num_blocks)
+
+
+@pytest.mark.parametrize("row, error", [(2, ValueError), (-1, ValueError), (None, TypeError), ("0", TypeError),
+                                        (1.5, TypeError), (True, TypeError)])
+@pytest.mark.parametrize("mask", [None, mx.zeros((2, 1, 1, 5), mx.bool_)], ids=["no mask", "mask"])
+def test_row_mask_refuses_a_row_outside_the_batch(row, error, mask):
+    view = rows().append_and_fetch(*kv(1, batch=2))
+    with pytest.raises(error, match="row"):
+        view.row_mask(mask, row)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
+from impl.checks import MAX_EXTENT
 from impl.masks import cache_mask
 
 from .errors import PoolExhausted
@@ -42,13 +43,23 @@ from impl.block_table import BlockTable
 from .view import PagedAttentionView, snapshot_table
 
 
+def check_capacity(capacity_tokens, block_size) -> tuple[int, int]:
+    """``capacity_tokens`` and ``block_size`` as Python ints (pool.py), the pool of the capacity's blocks within
+    MLX's int32 extents (``MAX_EXTENT``): the pool is made at the first append, too late to name them."""
+    capacity_tokens = check_int("capacity_tokens", capacity_tokens, minimum=0)
+    block_size = check_int("block_size", block_size, minimum=1, maximum=MAX_EXTENT)
+    if pool_blocks_for(capacity_tokens, block_size) > MAX_EXTENT:
+        raise ValueError(f"capacity_tokens={capacity_tokens} needs {pool_blocks_for(capacity_tokens, block_size)} "
+                         f"blocks of {block_size}, past a pool's {MAX_EXTENT}")
+    return capacity_tokens, block_size
+
+
 class PagedKVCache:
     """Paged K/V storage for one sequence (batch 1); see the module docstring."""
 
     def __init__(self, capacity_tokens: int, block_size: int, direct: bool = False,
                  quantization: Quantization | None = None, *, max_blocks: int | None = None):
-        capacity_tokens = check_int("capacity_tokens", capacity_tokens, minimum=0)  # as Python ints (pool.py)
-        block_size = check_int("block_size", block_size, minimum=1)
+        capacity_tokens, block_size = check_capacity(capacity_tokens, block_size)
         if not isinstance(direct, bool):
             raise TypeError(f"direct must be a bool, got {type(direct).__name__}")
         check_quantization(quantization)
@@ -111,13 +122,17 @@ class PagedKVCache:
                 raise PoolExhausted(needed=needed, available=available, max_blocks=self.max_blocks)
         return g
 
+    def _new_pool(self, g: KvGeometry) -> BlockPool:
+        """The pool the first append makes, for K/V of geometry ``g`` (checked by ``_check_append``)."""
+        return BlockPool(self._initial_blocks(self.capacity_tokens, self.block_size), self.block_size,
+                         g.num_kv_heads, g.head_dim, v_head_dim=g.v_head_dim, dtype=g.dtype,
+                         quantization=self.quantization, max_blocks=self.max_blocks)
+
     def append(self, keys: mx.array, values: mx.array) -> None:
         """Store ``keys`` [1, H, L, D] and ``values`` [1, H, L, Dv] after the current tokens."""
         g = self._check_append(keys, values)
         if self.pool is None:
-            self.pool = BlockPool(self._initial_blocks(self.capacity_tokens, self.block_size), self.block_size,
-                                  g.num_kv_heads, g.head_dim, v_head_dim=g.v_head_dim, dtype=g.dtype,
-                                  quantization=self.quantization, max_blocks=self.max_blocks)
+            self.pool = self._new_pool(g)
         pool, size = self.pool, self.block_size
         written = 0
         while written < g.tokens:

@@ -37,6 +37,8 @@ from collections.abc import Sequence
 import mlx.core as mx
 import numpy as np
 
+from impl.checks import MAX_EXTENT
+
 from .errors import PoolExhausted
 from .quantization import Quantization, check_quantization
 from .validation import check_array, check_dtype, check_int, kv_geometry
@@ -123,18 +125,20 @@ class BlockPool:
                  max_blocks: int | None = None):
         # Each check returns the value as a Python int (a NumPy integer passes the check but must not be
         # stored: it would reach mx.array([...], dtype=mx.int32) later, which refuses it).
-        num_blocks = check_int("num_blocks", num_blocks, minimum=0)
-        block_size = check_int("block_size", block_size, minimum=1)
-        num_kv_heads = check_int("num_kv_heads", num_kv_heads, minimum=1)
-        head_dim = check_int("head_dim", head_dim, minimum=1)
-        v_head_dim = head_dim if v_head_dim is None else check_int("v_head_dim", v_head_dim, minimum=1)
+        # Every extent at most MAX_EXTENT (MLX's int32 shapes).
+        num_blocks = check_int("num_blocks", num_blocks, minimum=0, maximum=MAX_EXTENT)
+        block_size = check_int("block_size", block_size, minimum=1, maximum=MAX_EXTENT)
+        num_kv_heads = check_int("num_kv_heads", num_kv_heads, minimum=1, maximum=MAX_EXTENT)
+        head_dim = check_int("head_dim", head_dim, minimum=1, maximum=MAX_EXTENT)
+        v_head_dim = head_dim if v_head_dim is None else check_int("v_head_dim", v_head_dim, minimum=1,
+                                                                   maximum=MAX_EXTENT)
         check_dtype("dtype", dtype)
         check_quantization(quantization)
         if quantization is not None:
             quantization.check_divides(head_dim, "head_dim")
             quantization.check_divides(v_head_dim, "v_head_dim")
         if max_blocks is not None:
-            max_blocks = check_int("max_blocks", max_blocks, minimum=1)
+            max_blocks = check_int("max_blocks", max_blocks, minimum=1, maximum=MAX_EXTENT)
             if num_blocks > max_blocks:
                 raise ValueError(f"num_blocks={num_blocks} exceeds max_blocks={max_blocks}")
         self.block_size = block_size
@@ -217,21 +221,21 @@ class BlockPool:
 
     def grow(self, blocks: int) -> None:
         """Grow to ``blocks`` blocks (no-op when not larger): written values stay, new blocks go on the free list."""
-        blocks = check_int("blocks", blocks, minimum=0)
+        blocks = check_int("blocks", blocks, minimum=0, maximum=MAX_EXTENT)
         if blocks <= self.num_blocks:
             return
         if self.max_blocks is not None and blocks > self.max_blocks:
             raise PoolExhausted(needed=blocks - self.num_blocks,
                                 available=self.max_blocks - self.num_blocks, max_blocks=self.max_blocks)
+        # Everything new is built before anything is assigned: a grow that fails (memory) leaves the pool as it was.
         extra = self._zero_planes(blocks - self.num_blocks)
-        for name, tail in zip(PLANE_NAMES, extra):
-            plane = getattr(self, name)
-            if plane is not None:
-                setattr(self, name, mx.concatenate([plane, tail], axis=0))
+        planes = {name: mx.concatenate([getattr(self, name), tail], axis=0)
+                  for name, tail in zip(PLANE_NAMES, extra) if tail is not None}
         new = list(range(blocks - 1, self.num_blocks - 1, -1))
-        self._free.extend(new)
-        self._free_set.update(new)
-        self.num_blocks = blocks
+        free, free_set = self._free + new, self._free_set.union(new)
+        for name, plane in planes.items():
+            setattr(self, name, plane)
+        self._free, self._free_set, self.num_blocks = free, free_set, blocks
 
     # --- data -------------------------------------------------------------
 

@@ -21,6 +21,7 @@ SUPPORTED_BITS = (4, 8)
 # MLX's affine mode accepts these group sizes only (mx.quantize refuses others).
 SUPPORTED_GROUP_SIZES = (32, 64, 128)
 MODE = "affine"
+FLOATING = (mx.float32, mx.float16, mx.bfloat16)  # the dtypes a quantized pool's rows, scales and biases take
 
 
 @dataclass(frozen=True)
@@ -45,16 +46,39 @@ class Quantization:
         return 32 // self.bits
 
     def check_divides(self, dim: int, name: str) -> None:
-        """ValueError unless ``group_size`` divides ``dim`` (the head dim called ``name``)."""
+        """ValueError unless ``dim`` (the head dim called ``name``) is a positive int that ``group_size`` divides."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        dim = check_int(name, dim, minimum=1)
         if dim % self.group_size:
             raise ValueError(f"group_size {self.group_size} does not divide {name}={dim}")
 
     def quantize(self, rows: mx.array) -> tuple[mx.array, mx.array, mx.array]:
-        """(packed, scales, biases) of ``rows`` [..., D]."""
+        """(packed, scales, biases) of ``rows`` [..., D]: a floating mx.array whose D ``group_size`` divides."""
+        if not isinstance(rows, mx.array):
+            raise TypeError(f"rows must be an mx.array, got {type(rows).__name__}")
+        if rows.dtype not in FLOATING:
+            raise ValueError(f"rows must be float32, float16 or bfloat16, got {rows.dtype}")
+        if rows.ndim < 2:  # MLX's quantize takes matrices (a token row per row)
+            raise ValueError(f"rows must be [..., D] with at least 2 dims, got shape {list(rows.shape)}")
+        self.check_divides(rows.shape[-1], "rows' last dim")
         return mx.quantize(rows, group_size=self.group_size, bits=self.bits, mode=MODE)
 
     def dequantize(self, packed: mx.array, scales: mx.array, biases: mx.array) -> mx.array:
-        """Rows [..., D] in the scales' dtype."""
+        """Rows [..., D] in the scales' dtype: ``packed`` uint32 [..., D * bits / 32], ``scales`` / ``biases``
+        [..., D / group_size] of one floating dtype (what ``quantize`` returns)."""
+        for name, plane in (("packed", packed), ("scales", scales), ("biases", biases)):
+            if not isinstance(plane, mx.array):
+                raise TypeError(f"{name} must be an mx.array, got {type(plane).__name__}")
+        if packed.dtype != mx.uint32:
+            raise ValueError(f"packed must be uint32, got {packed.dtype}")
+        if scales.dtype not in FLOATING or biases.dtype != scales.dtype:
+            raise ValueError(f"scales and biases must share a floating dtype, got {scales.dtype} and {biases.dtype}")
+        groups = packed.shape[:-1] + (packed.shape[-1] * self.pack // self.group_size,) if packed.ndim else None
+        if packed.ndim < 2 or packed.shape[-1] * self.pack % self.group_size or scales.shape != groups \
+                or biases.shape != groups:
+            raise ValueError(f"packed [..., D * {self.bits} / 32] needs scales and biases [..., D / {self.group_size}]"
+                             f", got {list(packed.shape)}, {list(scales.shape)}, {list(biases.shape)}")
         return mx.dequantize(packed, scales, biases, group_size=self.group_size, bits=self.bits, mode=MODE)
 
 

@@ -29,7 +29,7 @@ import mlx.core as mx
 
 from impl.masks import batched_decode_mask
 
-from .paged import PagedKVCache
+from .paged import PagedKVCache, check_capacity
 from .pool import pool_blocks_for
 from .quantization import Quantization, check_quantization
 from .validation import check_array, check_int, check_trim, kv_geometry
@@ -69,8 +69,7 @@ class PagedKvRows:
 
     def __init__(self, capacity_tokens: int, block_size: int, direct: bool = False,
                  quantization: Quantization | None = None):
-        capacity_tokens = check_int("capacity_tokens", capacity_tokens, minimum=0)  # as Python ints (pool.py)
-        block_size = check_int("block_size", block_size, minimum=1)
+        capacity_tokens, block_size = check_capacity(capacity_tokens, block_size)  # what each row's cache checks
         if not isinstance(direct, bool):
             raise TypeError(f"direct must be a bool, got {type(direct).__name__}")
         check_quantization(quantization)
@@ -182,7 +181,20 @@ class PagedKvRows:
 
     def append(self, keys: mx.array, values: mx.array) -> None:
         """Append keys [B, H, L, D] / values [B, H, L, Dv]: L new tokens to every row."""
-        for row, (k, v) in zip(self._rows, self._split(keys, values)):
+        parts = self._split(keys, values)
+        # Every row's pool exists before any row is written: a pool that cannot be made (memory) fails here, and the
+        # pools this call made are dropped again, so a failed append changes no row.
+        made = []
+        try:
+            for row, (k, v) in zip(self._rows, parts):
+                if row.pool is None:
+                    row.pool = row._new_pool(kv_geometry(k, v))
+                    made.append(row)
+        except BaseException:
+            for row in made:
+                row.pool = None
+            raise
+        for row, (k, v) in zip(self._rows, parts):
             row.append(k, v)
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:

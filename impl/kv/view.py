@@ -181,6 +181,7 @@ class RowsAttentionView:
         A mask array [B, 1, n, total] (or one broadcast to every row: 2-D or
         batch 1) becomes [.., n, total - left_pad[row]], the row's own keys.
         """
+        row = check_int("row", row, minimum=0, maximum=self.batch_size - 1)
         if not isinstance(mask, mx.array):
             return mask
         if mask.ndim == 4 and mask.shape[0] == self.batch_size and self.batch_size > 1:
