@@ -222,8 +222,9 @@ def kvq4_decode_eligible(q, keys, group_size: int, bits: int) -> bool:
         return False
     b, h, L, d = q.shape
     kvh = packed.shape[1]
-    return (b == 1 and L == 1 and d == HEAD_DIM and bits == BITS and group_size == GROUP_SIZE and kvh > 0
-            and h > 0 and h % kvh == 0 and (h // kvh) % 2 == 0)
+    # (bits and group_size compared only as ints: an array's == is elementwise, and True would pass for 1)
+    return (b == 1 and L == 1 and d == HEAD_DIM and _is_int(bits) and bits == BITS and _is_int(group_size)
+            and group_size == GROUP_SIZE and kvh > 0 and h > 0 and h % kvh == 0 and (h // kvh) % 2 == 0)
 
 
 def _is_int(value) -> bool:

@@ -28,6 +28,7 @@ Every property holds for both bodies (``BODIES``: the direct attention body and 
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -178,6 +179,10 @@ def test_eligibility_follows_the_seed():
     assert not kvq4_decode_eligible(mx.zeros((1, 0, 1, 256)), case.keys, 64, 4)  # no query heads (0 % KVH is 0)
     assert not kvq4_decode_eligible(mx.zeros((2, 4, 1, 256)), case.keys, 64, 4)  # batch 2
     assert not kvq4_decode_eligible(case.q_mx, "keys", 64, 4)
+    # bits and group size as ints only: arrays (elementwise ==) and bools are not the seed's ints; NumPy ints are
+    assert kvq4_decode_eligible(case.q_mx, case.keys, np.int64(64), np.int32(4))
+    for group, bits in [(np.array([64, 64]), 4), (mx.array(64), 4), (64, mx.array(4)), (64.0, 4), (64, 4.0)]:
+        assert not kvq4_decode_eligible(case.q_mx, case.keys, group, bits)
 
 
 def replace(planes: QuantizedKV, **changes) -> QuantizedKV:
