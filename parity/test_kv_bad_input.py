@@ -617,6 +617,18 @@ def test_a_rows_append_whose_pool_cannot_be_made_changes_no_row(monkeypatch):
     assert batch.row_offsets == [2, 2]
 
 
+def test_masks_past_int32_positions_name_tokens():
+    """make_mask's positions stop at MAX_EXTENT with tokens named (MLX's arange raised naming nothing)."""
+    batch = PagedKvRows(8, BLOCK)
+    batch.merge_rows([paged(SPEC, 6), paged(SPEC, 3)])
+    for target, call in [(paged(), lambda c: c.make_mask(2**31, 4)), (batch, lambda b: b.make_mask(10**20)),
+                         (dense(), lambda c: c.make_mask(10**20, 4))]:
+        before = snapshot(target)
+        with pytest.raises(ValueError, match="tokens"):
+            call(target)
+        assert snapshot(target) == before
+
+
 @pytest.mark.parametrize("num_blocks, error", [(None, TypeError), (3.5, TypeError), (True, TypeError),
                                                 (mx.array(4), TypeError), (-1, ValueError)])
 def test_check_pool_refuses_a_bad_block_count_by_name(num_blocks, error):

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import mlx.core as mx
 
+from impl.checks import MAX_EXTENT
 from impl.masks import batched_decode_mask
 
 from .paged import PagedKVCache, check_capacity
@@ -233,6 +234,9 @@ class PagedKvRows:
             return None if tokens == 1 else "causal"
         if len(self._rows) == 1:
             return self._rows[0].make_mask(tokens, window)
+        if self.offset + tokens > MAX_EXTENT:  # (batched_decode_mask would name its total)
+            raise ValueError(f"tokens={tokens} after the batch's {self.offset} puts positions past MLX's int32 "
+                             f"({MAX_EXTENT})")
         return batched_decode_mask(self.batch_size, tokens, self.offset + tokens, self.left_pad, window)
 
     # --- lifecycle --------------------------------------------------------
