@@ -18,6 +18,10 @@ query i of a chunk of N sits at position ``offset + i``, key j at position j.
   here shares (mlx-lm's ``create_attention_mask``): an array when a window
   cuts into the keys (``offset + tokens > window``), else None for a single
   query, else the string "causal".
+
+Positions are int32 in MLX (``mx.arange``): a mask array of more than
+``impl.checks.MAX_EXTENT`` keys is a ValueError naming the arguments its key
+count comes from, before any array is made.
 """
 
 from __future__ import annotations

@@ -45,6 +45,8 @@ from .quantization import Quantization
 from .validation import check_array
 
 DIRECT_MAX_QUERIES = 8  # the direct kernel's query-row limit (speculative verify sizes)
+
+
 def snapshot_table(table) -> BlockTable:
     """``table`` (a sequence of ints or a 1-D NumPy array) frozen for views: host, device and the kernels' padded
     copy."""
