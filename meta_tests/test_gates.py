@@ -305,3 +305,55 @@ def test_a_gate_needs_a_test_id_and_a_callable_sink():
     with pytest.raises(TypeError, match="sink"):
         Gate("t::x", sink="results.jsonl")
     assert Gate("t::x", kernel="k", arm="cuda", sink=list().append).equal(X, X, shape=np.array([3]))["passed"]
+
+
+# --- what a gate must never take or pass -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [np.array([1 + 5j]), np.array([1 + 5j], np.complex64), mx.array([1 + 5j]),
+                                 np.array([5], "timedelta64[s]"), np.array(["2020-01-01"], "datetime64[D]"),
+                                 np.array([(1,)], dtype=[("a", np.int32)])],
+                         ids=["complex128", "complex64", "mlx complex", "timedelta", "datetime", "record"])
+def test_what_holds_no_real_number_is_refused_by_name(recorded, bad):
+    """A float64 copy of a complex array drops its imaginary part (and of a duration reads its ticks): the gates
+    compared the wrong numbers and passed. Now a TypeError naming actual, and nothing recorded."""
+    gate, records = recorded
+    one = np.array([1.0])
+    for call in (lambda: gate.nmse(bad, one, limit=1e-12, why="exact"),
+                 lambda: gate.error_ratio(bad, one, one, floor=0.0, dtype="float32"),
+                 lambda: gate.bit_exact(bad, one), lambda: gate.equal(bad, one)):
+        with pytest.raises(TypeError, match="^actual must be a real"):
+            call()
+    assert records == []
+
+
+def test_equal_never_rounds_through_float64(recorded):
+    """NumPy compares int64 with float64 as float64, where 2**53 + 1 == 2**53: the gate compares the values."""
+    gate, _ = recorded
+    _failing(lambda: gate.equal(np.array([2**53 + 1]), np.array([2.0**53])))
+    _failing(lambda: gate.equal(np.array([2**63], np.uint64), np.array([-(2**63)], np.int64)))
+    gate.equal(np.array([2**53]), np.array([2.0**53]))
+    gate.equal(mx.array([1.5], dtype=mx.bfloat16), np.array([1.5], np.float16))
+
+
+def test_nmse_of_tiny_values_is_not_zero():
+    """Squares below ~1e-308 underflow to 0 in float64: without the common scale 2e-200 against 1e-200 gave 0."""
+    assert metrics.nmse(np.array([2e-200]), np.array([1e-200])) == pytest.approx(1.0)
+    assert metrics.nmse(np.array([1e-200, 0.0]), np.array([1e-200, 0.0])) == 0.0
+
+
+@pytest.mark.parametrize("call, error, name", [
+    (lambda g, a: g.error_ratio(a, a[:2], a, factor=0), ValueError, "^factor must be positive"),
+    (lambda g, a: g.error_ratio(a, a[:2], a, floor=0.0, dtype="garbage"), ValueError, "^dtype must"),
+    (lambda g, a: g.error_ratio(a, a, a, floor=0.0, dtype=mx.float16), TypeError, "^dtype must"),
+    (lambda g, a: g.error_ratio(a, a[:2], a, dtype="float64"), ValueError, "^dtype must"),
+    (lambda g, a: g.max_ulp(a, a[:2], ulps=1, why="one rounding", dtype="float64"), ValueError, "^dtype must"),
+], ids=["factor 0", "dtype garbage", "dtype an mx.Dtype", "float64 without a floor", "max_ulp float64"])
+def test_bad_arguments_are_refused_before_anything_is_recorded(recorded, call, error, name):
+    """A bad factor or dtype is the caller's error, refused before the comparison: it was recorded as a failed gate
+    first when the shapes also differed (or filed under the bad dtype when they did not)."""
+    gate, records = recorded
+    with pytest.raises(error, match=name):
+        call(gate, np.ones(3, np.float32))
+    assert records == []
+    gate.error_ratio(np.ones(3), np.ones(3), np.ones(3), floor=0.0, dtype="float64")  # a float64 label beside a floor

@@ -43,6 +43,20 @@ ERROR_RATIO_WHY = (
 )
 
 
+def _exactly_equal(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Elementwise equality of the values, never through a rounding common type: NumPy compares int64 with float64
+    (and int64 with uint64) as float64, where 2**53 + 1 equals 2**53. Floats of any width are exact in float64; an
+    integer beside a float, or signed beside unsigned, is compared as Python numbers (exact)."""
+    def exact(x: np.ndarray) -> np.ndarray:
+        return x if x.dtype.kind in "biu" else x.astype(np.float64)  # bfloat16 (kind "V") and float16/32/64
+
+    a, e = exact(a), exact(e)
+    kinds = {a.dtype.kind, e.dtype.kind}
+    if kinds <= {"b", "i"} or kinds <= {"b", "u"} or kinds == {"f"}:
+        return a == e
+    return np.frompyfunc(lambda x, y: x == y, 2, 1)(a.astype(object), e.astype(object)).astype(bool)
+
+
 class GateFailure(AssertionError):
     """A gate's measurement exceeded its threshold."""
 
@@ -123,7 +137,7 @@ class Gate:
         if a.shape != e.shape:
             return self._record("equal", a, measured=float("inf"), threshold=0, derivation=derivation,
                                 passed=False, detail=f"shape {a.shape} != expected {e.shape}", **context)
-        differs = a != e
+        differs = ~_exactly_equal(a, e)
         count = int(np.count_nonzero(differs))
         worst = None
         if count:
@@ -135,9 +149,11 @@ class Gate:
 
     def max_ulp(self, actual, expected, *, ulps: float, why: str, dtype: str | None = None,
                 **context: Any) -> dict[str, Any]:
+        _require_threshold("ulps", ulps, why)
+        if dtype is not None:
+            _check_dtype_label(dtype, True)
         a = metrics.to_numpy(actual, name="actual")
         dtype = dtype or metrics.dtype_name(a.dtype)
-        _require_threshold("ulps", ulps, why)
         self._same_shape("max_ulp", a, expected, ulps, why, dtype=dtype, **context)
         measured, worst = metrics.max_ulp(a, expected, dtype)
         return self._record("max_ulp", a, measured=measured, threshold=ulps, derivation=why,
@@ -182,11 +198,17 @@ class Gate:
         ``floor`` defaults to ``metrics.rounding_noise_floor(reference, dtype)``:
         one output-dtype ULP at the largest |ref|.
         """
+        # Every argument checked before anything is recorded: a bad factor or dtype is the caller's error, not a
+        # failed gate in the report.
         factor = _check_number("factor", factor)
+        if factor == 0:
+            raise ValueError("factor must be positive (the baseline's error scaled by 0 bounds nothing)")
         if floor is not None:
             floor = _check_number("floor", floor)
         if why is not None:
             _require_threshold("factor", factor, why)  # a stated derivation must state something
+        if dtype is not None:
+            _check_dtype_label(dtype, floor is None)
         a = metrics.to_numpy(actual, name="actual")
         dtype = dtype or metrics.dtype_name(a.dtype)
         self._same_shape("error_ratio", a, reference, float("nan"), why or "error ratio", dtype=dtype, **context)
@@ -280,6 +302,17 @@ def _require_threshold(name: str, value: float, why: str) -> None:
         raise TypeError(f"why must be a str stating the threshold's derivation, got {type(why).__name__}")
     if not why.strip():
         raise ValueError("why must state the threshold's derivation (dtype epsilon, length, measured noise floor)")
+
+
+def _check_dtype_label(dtype, rounds: bool) -> str:
+    """A gate's ``dtype``: the name of a float dtype; one whose ULP the gate computes (``rounds``) is one of
+    ``metrics.FLOAT_DTYPES``, a label beside a given floor may also be float64 (a float64 comparison)."""
+    names = metrics.FLOAT_DTYPES if rounds else metrics.FLOAT_DTYPES + ("float64",)
+    if not isinstance(dtype, str):
+        raise TypeError(f"dtype must be one of {names} (a str), got {type(dtype).__name__}")
+    if dtype not in names:
+        raise ValueError(f"dtype must be one of {names}, got {dtype!r}")
+    return dtype
 
 
 def _check_number(name: str, value) -> float:

@@ -118,7 +118,14 @@ def _check_key(key: str) -> str:
 
 
 def baseline_path(key: str, directory: Path | None = None) -> Path:
-    return Path(directory or BASELINE_DIR) / f"{_check_key(key)}.json"
+    """Where ``key``'s baseline lives: ``directory`` (a path; None for ``BASELINE_DIR``)."""
+    if directory is None:
+        return BASELINE_DIR / f"{_check_key(key)}.json"
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"directory must be a path or None, got {type(directory).__name__}")
+    if not str(directory):  # "" is no folder (read as falsy, it was the committed baselines' folder)
+        raise ValueError("directory must be a non-empty path or None, got ''")
+    return Path(directory) / f"{_check_key(key)}.json"
 
 
 def _positive_list(where: str, values) -> None:
@@ -250,6 +257,8 @@ def validate_baseline(document) -> dict:
     if not isinstance(benchmarks, dict) or not benchmarks:
         raise ValueError("baseline 'benchmarks' must be a non-empty object of case id -> entry")
     for case_id, entry in benchmarks.items():
+        if not isinstance(case_id, str) or not case_id:  # JSON keys are strings: another key would not load back
+            raise ValueError(f"benchmarks keys must be non-empty case-id strings, got {case_id!r}")
         if not isinstance(entry, dict):
             raise ValueError(f"benchmarks[{case_id!r}] must be an object")
         for name in ("benchmark", "kernel", "arm", "shape", "dtype", "bytes", "flops", "samples_s"):

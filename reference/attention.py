@@ -598,6 +598,8 @@ def split_merge_ref(opart, mpart, lpart) -> np.ndarray:
         raise ValueError("mpart: every row needs a split with a finite max (a row with none has no output)")
     if not (np.isfinite(o[live]).all() and np.isfinite(l[live]).all()):
         raise ValueError("opart and lpart must be finite where mpart is finite")
+    if (l[live] <= 0).any():  # a live split's sum holds its max's own exp(0) = 1: a sum <= 0 is no softmax state
+        raise ValueError("lpart must be positive where mpart is finite (a live split's sum is at least 1)")
     top = np.where(live, m, -np.inf).max(axis=0)
     weight = np.where(live, np.exp(np.where(live, m, 0.0) - top), 0.0)
     num = (weight[..., None] * np.where(live[..., None], o, 0.0)).sum(axis=0)

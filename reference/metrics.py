@@ -47,12 +47,19 @@ def dtype_name(dtype) -> str:
 
 # Array kinds that hold no numbers: None, strings and ragged lists become these under np.asarray.
 # ('V' stays allowed: ml_dtypes' bfloat16 is a 'V' kind.)
-_NOT_NUMERIC = "OUS"
+# NumPy dtype kinds that hold no real number: objects, strings, bytes, and complex numbers, dates and durations (a
+# float64 copy of those drops the imaginary part or reads the ticks: a gate would compare the wrong numbers and pass).
+# Records are refused by their fields (kind "V" is also ml_dtypes' bfloat16, a real number).
+_NOT_REAL = "OUScMm"
+
+
+def _not_real(dtype: np.dtype) -> bool:
+    return dtype.kind in _NOT_REAL or dtype.names is not None
 
 
 def _check_numeric(a: np.ndarray, name: str) -> np.ndarray:
-    if a.dtype.kind in _NOT_NUMERIC:
-        raise TypeError(f"{name} must be a numeric array-like, got dtype {a.dtype}")
+    if _not_real(a.dtype):
+        raise TypeError(f"{name} must be a real numeric array-like, got dtype {a.dtype}")
     return a
 
 
@@ -77,8 +84,9 @@ def _check_float_dtype(dtype) -> str:
 
 
 def to_numpy(x, *, name: str = "x") -> np.ndarray:
-    """A host NumPy copy of ``x``, keeping float16/bfloat16 as themselves. What holds no numbers (None, a string,
-    a ragged list: an object or string array) is a TypeError naming ``name``."""
+    """A host NumPy copy of ``x``, keeping float16/bfloat16 as themselves. What holds no real numbers (None, a
+    string, a ragged list: an object or string array; complex numbers, dates, durations, records) is a TypeError
+    naming ``name``, from every source (NumPy, MLX, torch, array-likes)."""
     if isinstance(x, np.ndarray):
         return _check_numeric(x, name)
     if hasattr(x, "__array_namespace__") or type(x).__module__.startswith("mlx"):
@@ -88,20 +96,20 @@ def to_numpy(x, *, name: str = "x") -> np.ndarray:
             if x.dtype == mx.bfloat16:
                 # NumPy has no bfloat16; go through the raw bits.
                 return np.array(x.view(mx.uint16)).view(ml_dtypes.bfloat16)
-            return np.array(x)
+            return _check_numeric(np.array(x), name)
     if hasattr(x, "detach"):  # torch tensor
         x = x.detach().cpu()
         if str(x.dtype) == "torch.bfloat16":  # torch's .numpy() has no bfloat16: through the raw bits
             import torch
 
             return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return x.numpy()
+        return _check_numeric(x.numpy(), name)
     try:
         a = np.asarray(x)
     except Exception as exc:  # pragma: no cover - message path
         raise TypeError(f"{name} must be array-like, got {type(x).__name__}") from exc
-    if a.dtype.kind in _NOT_NUMERIC:
-        raise TypeError(f"{name} must be a numeric array-like, got {type(x).__name__} "
+    if _not_real(a.dtype):
+        raise TypeError(f"{name} must be a real numeric array-like, got {type(x).__name__} "
                         f"(dtype {a.dtype} under np.asarray)")
     return a
 
@@ -248,8 +256,14 @@ def nmse(actual, expected) -> float:
     a, e = as_f64(actual, name="actual"), as_f64(expected, name="expected")
     check_same_shape(a, e, ("actual", "expected"))
     both = finite_both(a, e)
-    num = float(np.sum((a[both] - e[both]) ** 2))
-    den = float(np.sum(e[both] ** 2))
+    a, e = a[both], e[both]
+    # Both sums scaled by the largest magnitude first: squares of values below ~1e-154 underflow float64 to 0, and
+    # 0 / 0 read as 0 would pass any output there (the ratio is unchanged by a common scale).
+    scale = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(e), initial=0.0)))
+    if scale > 0.0:
+        a, e = a / scale, e / scale
+    num = float(np.sum((a - e) ** 2))
+    den = float(np.sum(e ** 2))
     if den == 0.0:
         return 0.0 if num == 0.0 else float("inf")
     return num / den

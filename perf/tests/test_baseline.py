@@ -128,14 +128,27 @@ def test_update_command_stores_a_run(tmp_path):
     (lambda d: d["settings"].update(gate_floor_s=True), ValueError, "gate_floor_s"),
     (lambda d: d["settings"].update(protocol="async"), ValueError, "protocol"),
     (lambda d: d["settings"].update(rounds=2.5), ValueError, "rounds"),
+    # a key JSON cannot hold as itself: NaN twice wrote a file json loads refuse (a repeated key)
+    (lambda d: d.update(benchmarks={float("nan"): d["benchmarks"]["b/k[graph]/1x2/bfloat16"]}), ValueError,
+     "benchmarks keys"),
+    (lambda d: d.update(benchmarks={"": d["benchmarks"]["b/k[graph]/1x2/bfloat16"]}), ValueError, "benchmarks keys"),
 ], ids=["schema", "key-path", "key-type", "empty", "field", "no-samples", "negative", "copy", "copy-nan", "copy-inf",
         "key-newline", "huge-int", "settings-type", "floor-negative", "floor-nan", "floor-str", "floor-bool",
-        "protocol", "rounds"])
+        "protocol", "rounds", "case-id-nan", "case-id-empty"])
 def test_invalid_documents_are_refused_before_writing(tmp_path, mutate, error, words):
     document = _document()
     mutate(document)
     with pytest.raises(error, match=words):
         store.write_baseline(document, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("directory, error", [("", ValueError), (3, TypeError)])
+def test_a_directory_that_names_no_folder_is_refused(monkeypatch, tmp_path, directory, error):
+    """"" read as falsy was the committed baselines' folder: a write meant for elsewhere replaced them."""
+    monkeypatch.setattr(store, "BASELINE_DIR", tmp_path)
+    with pytest.raises(error, match="directory"):
+        store.write_baseline(_document(), directory)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -642,6 +642,8 @@ def test_split_merge_ref_ignores_what_a_no_key_split_holds():
     ((np.zeros((2, 1, 4)), np.full((2, 1), -np.inf), np.ones((2, 1))), "mpart: every row"),
     ((np.full((1, 1, 4), np.inf), np.zeros((1, 1)), np.ones((1, 1))), "opart and lpart must be finite"),
     ((np.zeros((1, 1, 4), dtype=np.int32), np.zeros((1, 1)), np.ones((1, 1))), "opart must be float"),
+    ((np.ones((2, 1, 4)), np.zeros((2, 1)), np.zeros((2, 1))), "lpart must be positive"),  # 0 / 0: inf came back
+    ((np.ones((2, 1, 4)), np.zeros((2, 1)), np.array([[1.0], [-1.0]])), "lpart must be positive"),
 ])
 def test_split_merge_ref_refuses_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
