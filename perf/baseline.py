@@ -268,12 +268,36 @@ def validate_baseline(document) -> dict:
         if "process_samples_s" in entry:
             _check_processes(case_id, entry, document.get("processes"))
         _check_kernel_fields(case_id, entry, document)
-    copy = document.get("copy_bandwidth")
+    _check_copy_bandwidth("copy_bandwidth", document.get("copy_bandwidth"))
+    _check_environment("environment", document.get("environment"))
+    processes = document.get("processes")
+    if processes is not None:  # a pooled baseline's sources, each read back when it is pooled again
+        if not isinstance(processes, list):
+            raise ValueError(f"baseline 'processes' must be null or a list of objects, got {type(processes).__name__}")
+        for i, process in enumerate(processes):
+            if not isinstance(process, dict):
+                raise ValueError(f"processes[{i}] must be an object, got {type(process).__name__}")
+            _check_environment(f"processes[{i}].environment", process.get("environment"))
+            _check_copy_bandwidth(f"processes[{i}].copy_bandwidth", process.get("copy_bandwidth"))
+    return document
+
+
+def _check_copy_bandwidth(where: str, copy) -> None:
     if copy is not None:
         gbps = copy.get("gbps") if isinstance(copy, dict) else None
         if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not _positive_finite(gbps):
-            raise ValueError("baseline 'copy_bandwidth' must be null or an object with a positive, finite 'gbps'")
-    return document
+            raise ValueError(f"baseline '{where}' must be null or an object with a positive, finite 'gbps'")
+
+
+def _check_environment(where: str, environment) -> None:
+    """An environment (what pooling compares: its mlx version, its git object) is null or an object."""
+    if environment is None:
+        return
+    if not isinstance(environment, dict):
+        raise ValueError(f"baseline '{where}' must be null or an object, got {type(environment).__name__}")
+    git = environment.get("git")
+    if git is not None and not isinstance(git, dict):
+        raise ValueError(f"baseline '{where}.git' must be null or an object, got {type(git).__name__}")
 
 
 def _unique_keys(pairs: list) -> dict:

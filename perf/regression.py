@@ -254,9 +254,20 @@ def judge(current: Sequence[float], baseline: dict | None, case_id: str, *, figu
     the pytest benchmarks apply."""
     if figure not in FIGURES:
         raise ValueError(f"figure must be one of {FIGURES}, got {figure!r}")
-    entry = (baseline or {}).get("benchmarks", {}).get(case_id)
+    if baseline is None:
+        return None
+    # what judging reads, by kind (a list, a string or a null where an object belongs raised AttributeError later)
+    if not isinstance(baseline, dict):
+        raise TypeError(f"baseline must be a baseline document (an object) or None, got {type(baseline).__name__}")
+    if not isinstance(baseline.get("benchmarks"), dict):
+        raise TypeError(f"baseline 'benchmarks' must be an object, got {type(baseline.get('benchmarks')).__name__}")
+    if not isinstance(baseline.get("settings", {}), (dict, type(None))):
+        raise TypeError(f"baseline 'settings' must be an object, got {type(baseline['settings']).__name__}")
+    entry = baseline["benchmarks"].get(case_id)
     if entry is None:
         return None
+    if not isinstance(entry, dict):
+        raise TypeError(f"baseline benchmarks[{case_id!r}] must be an object, got {type(entry).__name__}")
     try:
         processes = baseline_processes(entry, figure)
     except ValueError as exc:

@@ -132,9 +132,16 @@ def test_update_command_stores_a_run(tmp_path):
     (lambda d: d.update(benchmarks={float("nan"): d["benchmarks"]["b/k[graph]/1x2/bfloat16"]}), ValueError,
      "benchmarks keys"),
     (lambda d: d.update(benchmarks={"": d["benchmarks"]["b/k[graph]/1x2/bfloat16"]}), ValueError, "benchmarks keys"),
+    # what pooling reads back from a source: it raised AttributeError / KeyError there, uncaught by the CLI
+    (lambda d: d.update(environment="linux"), ValueError, "'environment' must be"),
+    (lambda d: d.update(environment={"git": "abc123"}), ValueError, r"'environment\.git' must be"),
+    (lambda d: d.update(processes=["p0"]), ValueError, r"processes\[0\] must be"),
+    (lambda d: d.update(processes=[{"copy_bandwidth": {"nbytes": 1}}]), ValueError, r"processes\[0\]\.copy_bandwidth"),
+    (lambda d: d.update(processes="p0"), ValueError, "'processes' must be"),
 ], ids=["schema", "key-path", "key-type", "empty", "field", "no-samples", "negative", "copy", "copy-nan", "copy-inf",
         "key-newline", "huge-int", "settings-type", "floor-negative", "floor-nan", "floor-str", "floor-bool",
-        "protocol", "rounds", "case-id-nan", "case-id-empty"])
+        "protocol", "rounds", "case-id-nan", "case-id-empty", "environment-str", "git-str", "process-str",
+        "process-copy", "processes-str"])
 def test_invalid_documents_are_refused_before_writing(tmp_path, mutate, error, words):
     document = _document()
     mutate(document)

@@ -416,3 +416,13 @@ def test_the_gate_refuses_an_alpha_or_effect_out_of_range(name, value):
     """alpha in (0, 1), min_effect in (0, inf): an edge or a value past it is refused, naming the argument."""
     with pytest.raises(ValueError, match=rf"{name} must be in \(0, "):
         compare_pooled([1.0, 1.1, 1.2], [[1.0, 1.1, 1.2]], **{name: value})
+
+
+@pytest.mark.parametrize("baseline, words", [([1], "baseline must be"), ("doc", "baseline must be"),
+                                             ({"benchmarks": None}, "'benchmarks' must be"),
+                                             ({"benchmarks": {"c": {}}, "settings": "x"}, "'settings' must be"),
+                                             ({"benchmarks": {"c": [1.0]}}, r"benchmarks\['c'\] must be")])
+def test_judge_refuses_a_document_of_another_shape_by_name(baseline, words):
+    """What judging reads is checked by kind first (these raised AttributeError inside it)."""
+    with pytest.raises(TypeError, match=words):
+        judge([1e-3] * 5, baseline, "c")
