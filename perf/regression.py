@@ -169,6 +169,8 @@ def _samples(name: str, values) -> np.ndarray:
         raise TypeError(f"{name} must be a sequence of seconds, got {type(values).__name__}")
     if getattr(values, "dtype", None) == np.bool_ or any(isinstance(v, (bool, np.bool_)) for v in values):
         raise TypeError(f"{name} must be a sequence of seconds: it holds booleans")  # True would be 1 s
+    if any(isinstance(v, (str, bytes)) or v is None for v in values):  # asarray reads "0.001" as a number
+        raise TypeError(f"{name} must be a sequence of seconds (numbers): it holds strings or None")
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -181,8 +183,13 @@ def _samples(name: str, values) -> np.ndarray:
 
 
 def min_p_value(n: int, m: int) -> float:
-    """The smallest one-sided p-value of the exact Mann-Whitney test with n and m samples."""
-    return 1.0 / math.comb(n + m, n)
+    """The smallest one-sided p-value of the exact Mann-Whitney test with n and m samples (counts >= 1)."""
+    for name, count in (("n", n), ("m", m)):
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
+            raise TypeError(f"{name} must be a count of samples (an int), got {type(count).__name__}")
+        if count < 1:
+            raise ValueError(f"{name} must be >= 1, got {count}")
+    return 1.0 / math.comb(int(n) + int(m), int(n))
 
 
 def process_spread(medians: Sequence[float]) -> float:
@@ -192,7 +199,7 @@ def process_spread(medians: Sequence[float]) -> float:
 
 
 def _check_fraction(name: str, value, upper: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     if not 0 < value < upper:
         raise ValueError(f"{name} must be in (0, {upper}), got {value}")
@@ -220,7 +227,9 @@ def compare_pooled(current: Sequence[float], processes: Sequence[Sequence[float]
     runs = [_samples(f"processes[{i}]", p) for i, p in enumerate(processes)]
     alpha = _check_fraction("alpha", alpha, 1.0)
     min_effect = _check_fraction("min_effect", min_effect, math.inf)
-    if isinstance(floor_s, bool) or not isinstance(floor_s, (int, float)) or not 0 <= floor_s < math.inf:
+    if isinstance(floor_s, bool) or not isinstance(floor_s, (int, float, np.integer, np.floating)):
+        raise TypeError(f"floor_s must be a number of seconds, got {type(floor_s).__name__}")
+    if not 0 <= floor_s < math.inf:
         raise ValueError(f"floor_s must be a finite number of seconds >= 0, got {floor_s!r}")
     pooled = np.concatenate(runs)
     floor = min_p_value(cur.size, pooled.size)

@@ -426,3 +426,26 @@ def test_judge_refuses_a_document_of_another_shape_by_name(baseline, words):
     """What judging reads is checked by kind first (these raised AttributeError inside it)."""
     with pytest.raises(TypeError, match=words):
         judge([1e-3] * 5, baseline, "c")
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: compare(["0.001"] * 5, [1e-3] * 5), TypeError, "current must be"),
+    (lambda: compare([1e-3] * 5, [None] * 5), TypeError, "baseline must be"),
+    (lambda: compare([1e-3] * 5, [1e-3] * 5, floor_s="0"), TypeError, "floor_s must be"),
+    (lambda: min_p_value(True, 3), TypeError, "^n must"),
+    (lambda: min_p_value(3, 0), ValueError, "^m must"),
+    (lambda: min_p_value(3.0, 3), TypeError, "^n must"),
+], ids=["str samples", "None samples", "str floor", "bool count", "zero count", "float count"])
+def test_bad_samples_and_counts_are_refused_by_kind(call, error, words):
+    """A string sample was read as seconds, a bool as a count of 1: wrong kinds are TypeErrors naming the argument."""
+    with pytest.raises(error, match=words):
+        call()
+
+
+def test_numpy_numbers_are_thresholds():
+    """NumPy floats and ints are real numbers (they were refused as alpha / floor_s)."""
+    samples = [1e-3, 1.1e-3, 0.9e-3, 1.05e-3, 0.95e-3]
+    assert compare(samples, samples, alpha=np.float64(0.01), floor_s=np.float32(0.0)) == \
+        compare(samples, samples, alpha=0.01, floor_s=0.0)
+    assert compare(samples, samples, alpha=np.float32(0.25)).alpha == 0.25  # (exact in float32)
+    assert min_p_value(np.int64(5), 5) == min_p_value(5, 5)
