@@ -361,6 +361,8 @@ def pool_documents(documents, sources=None, *, partial_kernel_time: str = "refus
         raise ValueError(f"partial_kernel_time must be one of {PARTIAL_KERNEL_TIME}, got {partial_kernel_time!r}")
     if isinstance(documents, dict) or not isinstance(documents, (list, tuple)) or not documents:
         raise TypeError(f"documents must be a non-empty list of baseline documents, got {type(documents).__name__}")
+    if isinstance(sources, (str, bytes)):  # a string would name each document by one of its characters
+        raise TypeError(f"sources must be a sequence of names (one per document), got {type(sources).__name__}")
     sources = [f"documents[{i}]" for i in range(len(documents))] if sources is None else [str(s) for s in sources]
     if len(sources) != len(documents):
         raise ValueError(f"sources must name every document: {len(sources)} names for {len(documents)} documents")

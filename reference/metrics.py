@@ -284,6 +284,8 @@ def kl_divergence(ref_logits, test_logits, *, axis: int = -1) -> np.ndarray:
         raise TypeError(f"axis must be an int, got {type(axis).__name__}")
     if not -p.ndim <= axis < p.ndim:
         raise ValueError(f"axis must lie in [{-p.ndim}, {p.ndim - 1}] for {p.ndim}-axis logits, got {axis}")
+    if p.shape[axis] == 0:
+        raise ValueError(f"ref_logits must have a non-empty vocabulary axis, got shape {list(p.shape)}")
     with np.errstate(invalid="ignore"):  # a NaN / inf row: its NaN is the answer (docstring)
         log_p = log_softmax(p, axis=axis)
         log_q = log_softmax(q, axis=axis)

@@ -339,6 +339,8 @@ def test_pool_documents_bad_input_names_the_argument():
         store.pool_documents([])
     with pytest.raises(ValueError, match="sources"):
         store.pool_documents([_run(1e-3), _run(1.1e-3, seed=1)], ["only one"])
+    with pytest.raises(TypeError, match="sources"):  # "ab" named the documents 'a' and 'b'
+        store.pool_documents([_run(1e-3), _run(1.1e-3, seed=1)], "ab")
 
 
 @pytest.mark.parametrize("mutate, words", [

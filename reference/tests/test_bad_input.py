@@ -158,6 +158,8 @@ BAD_CALLS = [
     ("ordered_bits", "dtype", ["float16"], T), ("ulp_distance", "dtype", None, T), ("max_ulp", "dtype", "int8", V),
     ("kl_divergence", "axis", 1.5, T), ("kl_divergence", "axis", True, T), ("kl_divergence", "axis", None, T),
     ("kl_divergence", "axis", 2, V), ("kl_divergence", "axis", _HUGE, V),
+    ("kl_divergence", "ref_logits", np.zeros((2, 0)), V),  # no vocabulary (NumPy's empty-reduction error before)
+    ("nmse", "actual", np.array([1 + 5j, 2, 3]), T),  # complex: a float64 copy drops the imaginary part
     ("dtype_spacing", "magnitude", None, T), ("dtype_spacing", "magnitude", True, T),
     ("dtype_spacing", "magnitude", float("nan"), V), ("dtype_spacing", "dtype", "float64", V),
     ("rounding_noise_floor", "dtype", None, T), ("rounding_noise_floor", "expected", "x", T),
