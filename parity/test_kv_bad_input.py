@@ -384,7 +384,7 @@ def test_a_row_that_never_had_an_append_is_all_padding():
 K4 = mx.zeros((1, 2, 3, 4))
 
 
-def QUANTIZED(packed_dtype=mx.uint32):
+def quantized_planes(packed_dtype=mx.uint32):
     """(packed, scales, biases) of 2 rows of 64 dims at 4 bits, groups of 32; packed as ``packed_dtype``."""
     packed, scales, biases = Quantization(4, 32).quantize(mx.ones((2, 64)))
     return packed.astype(packed_dtype), scales, biases
@@ -425,12 +425,14 @@ HELPERS = [
     ("quantize 33 dims", lambda: Quantization(4, 32).quantize(mx.zeros((1, 33))), ValueError, "rows"),
     ("quantize 1-D rows", lambda: Quantization(4, 32).quantize(mx.zeros((32,))), ValueError, "rows"),
     ("dequantize None", lambda: Quantization(4, 32).dequantize(None, K4, K4), TypeError, "packed"),
-    ("dequantize int32 packed", lambda: Quantization(4, 32).dequantize(*QUANTIZED(mx.int32)), ValueError, "packed"),
-    ("dequantize biases of another shape", lambda: Quantization(4, 32).dequantize(*QUANTIZED()[:2],
-                                                                                  QUANTIZED()[2][..., :1, :]),
+    ("dequantize int32 packed", lambda: Quantization(4, 32).dequantize(*quantized_planes(mx.int32)), ValueError,
+     "packed"),
+    ("dequantize biases of another shape",
+     lambda: Quantization(4, 32).dequantize(*quantized_planes()[:2], quantized_planes()[2][..., :1, :]), ValueError,
+     "biases"),
+    ("dequantize biases of another dtype",
+     lambda: Quantization(4, 32).dequantize(*quantized_planes()[:2], quantized_planes()[2].astype(mx.float16)),
      ValueError, "biases"),
-    ("dequantize biases of another dtype", lambda: Quantization(4, 32).dequantize(
-        *QUANTIZED()[:2], QUANTIZED()[2].astype(mx.float16)), ValueError, "biases"),
 ]
 
 

@@ -17,11 +17,12 @@ import mlx.core as mx
 
 from impl.checks import check_int
 
+from .validation import KV_DTYPES  # the dtypes a pool's rows, scales and biases take
+
 SUPPORTED_BITS = (4, 8)
 # MLX's affine mode accepts these group sizes only (mx.quantize refuses others).
 SUPPORTED_GROUP_SIZES = (32, 64, 128)
 MODE = "affine"
-FLOATING = (mx.float32, mx.float16, mx.bfloat16)  # the dtypes a quantized pool's rows, scales and biases take
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Quantization:
         """(packed, scales, biases) of ``rows`` [..., D]: a floating mx.array whose D ``group_size`` divides."""
         if not isinstance(rows, mx.array):
             raise TypeError(f"rows must be an mx.array, got {type(rows).__name__}")
-        if rows.dtype not in FLOATING:
+        if rows.dtype not in KV_DTYPES:
             raise ValueError(f"rows must be float32, float16 or bfloat16, got {rows.dtype}")
         if rows.ndim < 2:  # MLX's quantize takes matrices (a token row per row)
             raise ValueError(f"rows must be [..., D] with at least 2 dims, got shape {list(rows.shape)}")
@@ -72,7 +73,7 @@ class Quantization:
                 raise TypeError(f"{name} must be an mx.array, got {type(plane).__name__}")
         if packed.dtype != mx.uint32:
             raise ValueError(f"packed must be uint32, got {packed.dtype}")
-        if scales.dtype not in FLOATING or biases.dtype != scales.dtype:
+        if scales.dtype not in KV_DTYPES or biases.dtype != scales.dtype:
             raise ValueError(f"scales and biases must share a floating dtype, got {scales.dtype} and {biases.dtype}")
         groups = packed.shape[:-1] + (packed.shape[-1] * self.pack // self.group_size,) if packed.ndim else None
         if packed.ndim < 2 or packed.shape[-1] * self.pack % self.group_size or scales.shape != groups \
