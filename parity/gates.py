@@ -54,6 +54,10 @@ def _exactly_equal(a: np.ndarray, e: np.ndarray) -> np.ndarray:
     kinds = {a.dtype.kind, e.dtype.kind}
     if kinds <= {"b", "i"} or kinds <= {"b", "u"} or kinds == {"f"}:
         return a == e
+    if kinds == {"i", "u"}:  # token ids in uint32 against int64: unsigned values below 2**63 are int64 exactly
+        u = a if a.dtype.kind == "u" else e
+        if u.size == 0 or int(u.max()) < 2**63:
+            return a.astype(np.int64) == e.astype(np.int64)
     return np.frompyfunc(lambda x, y: x == y, 2, 1)(a.astype(object), e.astype(object)).astype(bool)
 
 
