@@ -94,21 +94,28 @@ def test_integer_logits_keep_the_native_ops(arm, gate, dtype):
                case=f"{dtype}")
 
 
-@pytest.mark.parametrize("call", [normalized_argmax, normalized_argmax_native], ids=["call", "native"])
-def test_empty_and_bad_inputs(arm, call):
-    """Both refuse what has no argmax (no vocabulary, no order) naming logits before any op runs; zero rows give
-    zero ids."""
-    run = (lambda x: call(x, arm=arm)) if call is normalized_argmax else call
-    for bad, error in [(mx.zeros((2, 0)), ValueError), (mx.zeros((0,)), ValueError), (mx.array(1.0), ValueError),
-                       (np.zeros((2, 3), np.float32), TypeError), ([[1.0, 2.0]], TypeError), (None, TypeError),
-                       (mx.zeros((2, 3), dtype=mx.bool_), TypeError),
-                       (mx.zeros((2, 3), dtype=mx.complex64), TypeError)]:
+# What has no argmax (no vocabulary, no order), each with the error it is: refused naming logits before any op runs.
+BAD_LOGITS = [(mx.zeros((2, 0)), ValueError), (mx.zeros((0,)), ValueError), (mx.array(1.0), ValueError),
+              (np.zeros((2, 3), np.float32), TypeError), ([[1.0, 2.0]], TypeError), (None, TypeError),
+              (mx.zeros((2, 3), dtype=mx.bool_), TypeError), (mx.zeros((2, 3), dtype=mx.complex64), TypeError)]
+ZERO_ROWS = [(shape, dtype) for shape in [(0, 5), (3, 0, 7)] for dtype in (mx.bfloat16, mx.float32, mx.int32)]
+
+
+def check_empty_and_bad_inputs(run) -> None:
+    for bad, error in BAD_LOGITS:
         with pytest.raises(error, match="^logits must"):
             run(bad)
-    for shape in [(0, 5), (3, 0, 7)]:  # zero rows
-        for dtype in (mx.bfloat16, mx.float32, mx.int32):
-            out = run(mx.zeros(shape, dtype=dtype))
-            assert out.shape == shape[:-1] and out.dtype == mx.uint32
-    if call is normalized_argmax:
-        with pytest.raises(ValueError, match="arm"):
-            normalized_argmax(mx.zeros((2, 3)), arm="opencl")
+    for shape, dtype in ZERO_ROWS:  # zero rows give zero ids
+        out = run(mx.zeros(shape, dtype=dtype))
+        assert out.shape == shape[:-1] and out.dtype == mx.uint32
+
+
+def test_empty_and_bad_inputs(arm):
+    check_empty_and_bad_inputs(lambda x: normalized_argmax(x, arm=arm))
+    with pytest.raises(ValueError, match="arm"):
+        normalized_argmax(mx.zeros((2, 3)), arm="opencl")
+
+
+def test_native_takes_and_refuses_the_same_inputs():
+    """``normalized_argmax_native`` (exported, arm-free) holds the call's input contract."""
+    check_empty_and_bad_inputs(normalized_argmax_native)
