@@ -238,10 +238,12 @@ def test_quantized_storage_is_validated():
     with pytest.raises(ValueError, match="bits must be one of"):  # 4.0 == 4, but bits is a count: an int
         paged_attention(case.q_mx, storage_with(case, quantization=sts.PagedQuantization(4.0, 64)), case.table,
                         case.length, scale=case.scale, arm="graph")
-    # a 4-bit word packs 8 values: a group of 4 would put two scales in one lane's word
-    with pytest.raises(ValueError, match="group_size=4 must be a multiple of the 8 values"):
-        paged_attention(case.q_mx, storage_with(case, quantization=sts.PagedQuantization(4, 4)), case.table,
-                        case.length, scale=case.scale, arm="graph")
+    # group sizes outside MLX's affine ones: 4 (a 4-bit word's 8 values would straddle two scale groups), 16 and
+    # 256 (words whole, but neither MLX's quantize nor the oracle makes them)
+    for group in (4, 16, 256):
+        with pytest.raises(ValueError, match=rf"group_size must be one of \(32, 64, 128\), got {group}"):
+            paged_attention(case.q_mx, storage_with(case, quantization=sts.PagedQuantization(4, group)), case.table,
+                            case.length, scale=case.scale, arm="graph")
     with pytest.raises(TypeError, match="storage.key_scales"):
         paged_attention(case.q_mx, storage_with(case, key_scales=None), case.table, case.length,
                         scale=case.scale, arm="graph")

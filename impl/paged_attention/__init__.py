@@ -11,7 +11,7 @@ Contract (the seed's ``pagedAttentionView.attend`` direct path, mlx-bun 0.5.0
 * ``storage``: any ``PagedStorage`` (``impl.kv``'s ``BlockPool`` and its
   attention views, or plain arrays in a dataclass): ``keys`` [num_blocks, Hkv,
   block_size, Dk] and ``values`` [..., Dv] in ``dtype``, or, when
-  ``quantization`` (affine, bits 4|8, ``group_size``) is set, uint32 planes
+  ``quantization`` (affine, bits 4|8, ``group_size`` 32|64|128) is set, uint32 planes
   [..., D*bits/32] with ``*_scales`` / ``*_biases`` [..., D/group_size] in ``dtype``.
   A plain pool's ``keys`` / ``values`` start a multiple of 8 elements into
   their buffer: the partials read a lane's 4 or 8 elements with one load, and
@@ -93,6 +93,7 @@ import numpy as np
 from impl.arms import resolve_arm
 from impl.block_table import BlockTable, freeze
 from impl.checks import check_int, check_mask, check_mask_shape, check_scale
+from impl.kv.quantization import SUPPORTED_GROUP_SIZES
 from impl.kernels import KernelSpec, Launch
 from impl.recent_calls import RecentCalls, array_key, scalar_key
 
@@ -122,6 +123,7 @@ __all__ = [
     "TARGET_THREADGROUPS",
     "PagedStorage",
     "QUANTIZED_BITS",
+    "QUANTIZED_GROUP_SIZES",
     "forget_with_plans",
     "merge_batch",
     "merge_launch",
@@ -152,6 +154,7 @@ DIRECT_MAX_QUERIES = 8
 DIRECT_MAX_LENGTH = 2**24  # the kernels read the length from a float32 (exact integers below 2**24)
 PAGED_DTYPES = (mx.bfloat16, mx.float16, mx.float32)
 QUANTIZED_BITS = (4, 8)
+QUANTIZED_GROUP_SIZES = SUPPORTED_GROUP_SIZES  # 32, 64, 128: those of impl.kv.Quantization
 
 
 @runtime_checkable
@@ -307,9 +310,11 @@ def _validate(q, storage, block_table, length, scale, *, direct: bool):
             raise ValueError(f"storage.quantization.bits must be one of {QUANTIZED_BITS}, got {bits!r}")
         bits = int(bits)
         group = check_int("storage.quantization.group_size", group, minimum=1)
-        if group % (32 // bits):  # a packed word's dims must share one scale group
-            raise ValueError(f"storage.quantization.group_size={group} must be a multiple of the "
-                             f"{32 // bits} values a {bits}-bit word packs")
+        # The group sizes MLX's affine quantization makes (the graph arm dequantizes with it) and the oracle
+        # models (reference.quant.GROUP_SIZES): the one contract every arm holds. Each is a multiple of the
+        # 8 or 4 values a word packs, so a lane's word never straddles two scale groups.
+        if group not in QUANTIZED_GROUP_SIZES:
+            raise ValueError(f"storage.quantization.group_size must be one of {QUANTIZED_GROUP_SIZES}, got {group}")
         for name, dim in (("head_dim", head_dim), ("v_head_dim", v_head_dim)):
             if dim % group:
                 raise ValueError(f"storage.quantization.group_size={group} does not divide storage.{name}={dim}")
