@@ -211,7 +211,10 @@ CONSTRUCTORS = [
     ("quantization type", lambda: PagedKVCache(8, 4, quantization=(4, 32)), TypeError, "quantization"),
     ("direct type", lambda: PagedKVCache(8, 4, direct="yes"), TypeError, "direct"),
     ("pool dtype", lambda: BlockPool(2, 4, 1, 32, dtype=mx.int32), ValueError, "dtype"),
-    ("pool dtype None", lambda: BlockPool(2, 4, 1, 32, dtype=None), ValueError, "dtype"),
+    ("pool dtype None", lambda: BlockPool(2, 4, 1, 32, dtype=None), TypeError, "dtype"),
+    # a name or a NumPy dtype is the wrong kind of dtype, not one out of range
+    ("pool dtype str", lambda: BlockPool(2, 4, 1, 32, dtype="float16"), TypeError, "dtype must be an mx.Dtype"),
+    ("pool dtype NumPy", lambda: BlockPool(2, 4, 1, 32, dtype=np.float16), TypeError, "dtype must be an mx.Dtype"),
     ("max_blocks below capacity", lambda: PagedKVCache(64, 4, max_blocks=8), ValueError, "max_blocks"),
     ("max_blocks 0", lambda: PagedKVCache(0, 4, max_blocks=0), ValueError, "max_blocks must be >= 1"),
     # extents past MLX's int32 shapes (they raised OverflowError or std::bad_cast inside MLX, naming nothing)
@@ -221,6 +224,11 @@ CONSTRUCTORS = [
     ("capacity past a pool's blocks", lambda: PagedKVCache(2**40, 4), ValueError, "capacity_tokens"),
     ("capacity 10**20", lambda: PagedKVCache(10**20, 4), ValueError, "capacity_tokens"),
     ("rows capacity past a pool's blocks", lambda: PagedKvRows(2**40, 4), ValueError, "capacity_tokens"),
+    # every axis within int32 but 2**64 elements a plane: MLX's byte count wrapped to 0 and the first write faulted
+    ("pool bytes past 64 bits", lambda: BlockPool(65536, 65536, 65536, 65536), ValueError,
+     "num_blocks=65536 blocks of .* pass MAX_POOL_BYTES"),
+    # a cap no pool can reach: every append failed in the pool it made, never here
+    ("max_blocks 2**40", lambda: PagedKVCache(16, 4, max_blocks=2**40), ValueError, "max_blocks must be <="),
 ]
 
 
@@ -397,7 +405,11 @@ HELPERS = [
     ("gather_planes length bool", lambda: gather_planes(pool(), [0], True), TypeError, "length"),
     ("gather_planes storage without planes", lambda: gather_planes(object(), [0]), TypeError, "storage"),
     ("gather_planes id past the pool", lambda: gather_planes(pool(), [0, 3]), ValueError, "table entries"),
-    ("merge_kv_rows empty", lambda: merge_kv_rows([]), TypeError, "rows"),
+    ("merge_kv_rows empty", lambda: merge_kv_rows([]), ValueError, "rows must hold at least one"),
+    ("merge_kv_rows int32 rows", lambda: merge_kv_rows([(mx.zeros((1, 2, 3, 4), mx.int32),) * 2]), ValueError,
+     r"rows\[0\] K's dtype"),
+    ("merge_kv_rows K and V dtypes differ", lambda: merge_kv_rows([(K4, K4.astype(mx.float16))]), ValueError,
+     r"rows\[0\]'s K and V must share a dtype"),
     ("merge_kv_rows not pairs", lambda: merge_kv_rows([K4]), TypeError, r"rows\[0\]"),
     ("merge_kv_rows a 1-tuple", lambda: merge_kv_rows([(K4,)]), TypeError, r"rows\[0\] must be a \(K, V\) pair"),
     ("merge_kv_rows a 3-tuple", lambda: merge_kv_rows([(K4, K4, K4)]), TypeError, r"rows\[0\] must be a \(K, V\) pair"),
@@ -647,3 +659,68 @@ def test_row_mask_refuses_a_row_outside_the_batch(row, error, mask):
     view = rows().append_and_fetch(*kv(1, batch=2))
     with pytest.raises(error, match="row"):
         view.row_mask(mask, row)
+
+
+def test_an_append_whose_growth_passes_max_pool_bytes_changes_nothing():
+    """The size the growth policy reaches in an append is checked before a block is taken: an append needing a
+    second block of 2**62 bytes is refused with no pool made (one block fits in MLX's 64-bit byte count, two do
+    not). The K/V are lazy zeros: nothing of that size is ever allocated."""
+    keys = mx.zeros((1, 2**10, 2**30 + 1, 2**20), mx.float16)  # one token past a block of 2**30
+    cache = PagedKVCache(1, 2**30)
+    with pytest.raises(ValueError, match="blocks=2 blocks of 4611686018427387904 bytes .* MAX_POOL_BYTES"):
+        cache.append(keys, keys)
+    assert (cache.pool, cache.offset, cache.block_table) == (None, 0, ())
+    batch = PagedKvRows(1, 2**30)
+    batch.merge_rows([PagedKVCache(1, 2**30), PagedKVCache(1, 2**30)])
+    pair = mx.zeros((2, 2**10, 2**30 + 1, 2**20), mx.float16)
+    with pytest.raises(ValueError, match="MAX_POOL_BYTES"):
+        batch.append(pair, pair)
+    assert [row.pool for row in batch.rows] == [None, None] and batch.row_offsets == [0, 0]
+
+
+@pytest.mark.parametrize("quantization", [Quantization(4, 32), Quantization(8, 64)], ids=["q4g32", "q8g64"])
+def test_dequantize_takes_what_quantize_returns_for_no_rows(quantization):
+    """No rows quantize to empty planes, and those dequantize to no rows of the head dim (MLX's dequantize could
+    not reshape an empty array)."""
+    rows_out = quantization.dequantize(*quantization.quantize(mx.zeros((2, 0, 128), mx.bfloat16)))
+    assert rows_out.shape == (2, 0, 128) and rows_out.dtype == mx.bfloat16
+
+
+def rows_view():
+    """A 2-row view: row 0 holds 3 tokens (left pad 1), row 1 holds 4."""
+    batch = PagedKvRows(8, BLOCK)
+    batch.merge_rows([paged(SPEC, 2), paged(SPEC, 3)])
+    return batch.append_and_fetch(*kv(1, batch=2))
+
+
+@pytest.mark.parametrize("mask", [mx.array(True), mx.ones((2, 1, 1, 1), mx.bool_), mx.zeros((1, 1), mx.float16)],
+                         ids=["0-d", "batch x 1 key", "2-D x 1 key"])
+def test_rows_attend_takes_a_mask_broadcast_along_the_keys(mask):
+    """A mask with no key axis to slice (0-d, or 1 key broadcast) holds no padded column: each row takes it as it
+    is, the same as each row's own view with that mask (the rows slicing it dropped the only column)."""
+    view = rows_view()
+    q = mx.random.normal((2, 2, 1, 32), key=mx.random.key(3)).astype(mx.float16)
+    got = view.attend(q, 0.125, mask)
+    for b, row in enumerate(view.rows):
+        own = mask if mask.ndim < 4 else mask[b:b + 1]
+        assert mx.array_equal(got[b:b + 1], row.attend(q[b:b + 1], 0.125, own)).item()
+    assert view.row_mask(mask, 0) is mask or view.row_mask(mask, 0).shape == (1, 1, 1, 1)
+
+
+@pytest.mark.parametrize("rows_of, left_pad, error, name", [
+    (list, (1, 0), TypeError, "rows must be a tuple of PagedAttentionView"),
+    (tuple, (), ValueError, r"left_pad must hold one pad per row \(2\), got 0"),
+    (tuple, (0, -1), ValueError, r"left_pad\[1\] must be >= 0"),
+    (tuple, (0, 1.0), TypeError, r"left_pad\[1\]"),
+    (tuple, 0, TypeError, "left_pad must be a tuple"),
+])
+def test_a_rows_view_checks_its_rows_and_pads(rows_of, left_pad, error, name):
+    from impl.kv.view import RowsAttentionView
+
+    with pytest.raises(error, match=name):
+        RowsAttentionView(rows_of(rows_view().rows), left_pad)
+
+
+def test_row_mask_refuses_a_mask_of_the_wrong_kind():
+    with pytest.raises(TypeError, match="mask"):
+        rows_view().row_mask(42, 0)

@@ -35,7 +35,7 @@ from impl.checks import MAX_EXTENT
 from impl.masks import cache_mask
 
 from .errors import PoolExhausted
-from .pool import BlockPool, next_pool_size, pool_blocks_for
+from .pool import BlockPool, grown_size, next_pool_size, pool_blocks_for
 from .quantization import Quantization, check_quantization
 from .validation import KvGeometry, check_int, check_same_geometry, check_trim, kv_geometry
 from impl.block_table import BlockTable
@@ -64,7 +64,7 @@ class PagedKVCache:
             raise TypeError(f"direct must be a bool, got {type(direct).__name__}")
         check_quantization(quantization)
         if max_blocks is not None:
-            max_blocks = check_int("max_blocks", max_blocks, minimum=1)
+            max_blocks = check_int("max_blocks", max_blocks, minimum=1, maximum=MAX_EXTENT)
             if self._initial_blocks(capacity_tokens, block_size) > max_blocks:
                 raise ValueError(f"capacity_tokens={capacity_tokens} needs "
                                  f"{pool_blocks_for(capacity_tokens, block_size)} blocks > max_blocks={max_blocks}")
@@ -122,6 +122,15 @@ class PagedKVCache:
                 raise PoolExhausted(needed=needed, available=available, max_blocks=self.max_blocks)
         return g
 
+    def _pool_for(self, g: KvGeometry) -> BlockPool:
+        """The pool an append of geometry ``g`` (checked by ``_check_append``) writes, made on the first append,
+        with the size the growth policy reaches in this append checked too: grow's own checks would fire midway,
+        with blocks already in the table. What is left to fail after it is memory."""
+        pool = self._new_pool(g) if self.pool is None else self.pool
+        needed = pool_blocks_for(self.offset + g.tokens, self.block_size) - len(self._table)
+        pool.check_grow(grown_size(pool, needed, self.max_blocks))
+        return pool
+
     def _new_pool(self, g: KvGeometry) -> BlockPool:
         """The pool the first append makes, for K/V of geometry ``g`` (checked by ``_check_append``)."""
         return BlockPool(self._initial_blocks(self.capacity_tokens, self.block_size), self.block_size,
@@ -131,9 +140,8 @@ class PagedKVCache:
     def append(self, keys: mx.array, values: mx.array) -> None:
         """Store ``keys`` [1, H, L, D] and ``values`` [1, H, L, Dv] after the current tokens."""
         g = self._check_append(keys, values)
-        if self.pool is None:
-            self.pool = self._new_pool(g)
-        pool, size = self.pool, self.block_size
+        self.pool = pool = self._pool_for(g)
+        size = self.block_size
         written = 0
         while written < g.tokens:
             block, within = divmod(self.offset + written, size)

@@ -63,6 +63,16 @@ def next_pool_size(num_blocks: int, max_blocks: int | None = None) -> int:
     return size if max_blocks is None else min(size, max_blocks)
 
 
+def grown_size(pool: "BlockPool", needed: int, max_blocks: int | None = None) -> int:
+    """The pool's ``num_blocks`` once ``needed`` more blocks are taken, growing by ``next_pool_size`` whenever
+    the free list is empty (so, for ``needed`` past what ``max_blocks`` allows, ``max_blocks``)."""
+    num, free = pool.num_blocks, pool.free_blocks
+    while free < needed and (max_blocks is None or num < max_blocks):
+        size = next_pool_size(num, max_blocks)
+        free, num = free + size - num, size
+    return num
+
+
 def gather_blocks(plane: mx.array, table) -> mx.array:
     """Blocks ``table`` of ``plane`` [N, H, bs, W] laid end to end: [1, H, len(table) * bs, W].
 
@@ -117,6 +127,11 @@ def table_array(table) -> mx.array:
     return mx.array([check_int("table entry", i, minimum=0, maximum=INT32_MAX) for i in table], dtype=mx.int32)
 
 
+# MLX counts an array's elements and bytes in 64 bits: a pool past MAX_POOL_BYTES wraps that count (a plane of
+# 2**64 elements reports nbytes 0) and its first write faults. The sizes that reach it are refused by name.
+MAX_POOL_BYTES = 2**63 - 1
+
+
 class BlockPool:
     """Fixed-size block storage for one layer; see the module docstring for the layout."""
 
@@ -149,6 +164,7 @@ class BlockPool:
         self.dtype = dtype
         self.quantization = quantization
         self.max_blocks = max_blocks
+        self._check_bytes("num_blocks", num_blocks)
         planes = self._zero_planes(num_blocks)
         self.keys, self.values, self.key_scales, self.key_biases, self.value_scales, self.value_biases = planes
         self._free = list(range(num_blocks - 1, -1, -1))
@@ -188,6 +204,13 @@ class BlockPool:
         groups = (self.head_dim + self.v_head_dim) // q.group_size
         return lead * (words * 4 + 2 * groups * itemsize)
 
+    def _check_bytes(self, name: str, blocks: int) -> None:
+        """ValueError naming ``name`` when ``blocks`` blocks of this geometry pass ``MAX_POOL_BYTES``."""
+        if blocks * self.bytes_per_block > MAX_POOL_BYTES:
+            raise ValueError(f"{name}={blocks} blocks of {self.bytes_per_block} bytes ({self.num_kv_heads} kv heads x "
+                             f"{self.block_size} tokens x head dims {self.head_dim}, {self.v_head_dim}) pass "
+                             f"MAX_POOL_BYTES={MAX_POOL_BYTES}: MLX counts an array's bytes in 64 bits")
+
     # --- allocation -------------------------------------------------------
 
     @property
@@ -219,14 +242,24 @@ class BlockPool:
         self._free.append(block)
         self._free_set.add(block)
 
-    def grow(self, blocks: int) -> None:
-        """Grow to ``blocks`` blocks (no-op when not larger): written values stay, new blocks go on the free list."""
+    def check_grow(self, blocks: int) -> int:
+        """``blocks`` as a Python int when ``grow(blocks)`` would succeed (memory aside): an int within
+        ``MAX_EXTENT``, ``max_blocks`` (else PoolExhausted) and ``MAX_POOL_BYTES``. Callers that take blocks in
+        a loop check the size they will reach first, so a failure comes before any block is taken."""
         blocks = check_int("blocks", blocks, minimum=0, maximum=MAX_EXTENT)
         if blocks <= self.num_blocks:
-            return
+            return blocks
         if self.max_blocks is not None and blocks > self.max_blocks:
             raise PoolExhausted(needed=blocks - self.num_blocks,
                                 available=self.max_blocks - self.num_blocks, max_blocks=self.max_blocks)
+        self._check_bytes("blocks", blocks)
+        return blocks
+
+    def grow(self, blocks: int) -> None:
+        """Grow to ``blocks`` blocks (no-op when not larger): written values stay, new blocks go on the free list."""
+        blocks = self.check_grow(blocks)
+        if blocks <= self.num_blocks:
+            return
         # Everything new is built before anything is assigned: a grow that fails (memory) leaves the pool as it was.
         extra = self._zero_planes(blocks - self.num_blocks)
         planes = {name: mx.concatenate([getattr(self, name), tail], axis=0)

@@ -80,6 +80,8 @@ class Quantization:
                 or biases.shape != groups:
             raise ValueError(f"packed [..., D * {self.bits} / 32] needs scales and biases [..., D / {self.group_size}]"
                              f", got {list(packed.shape)}, {list(scales.shape)}, {list(biases.shape)}")
+        if packed.size == 0:  # no rows: MLX's dequantize cannot reshape an empty array
+            return mx.zeros(packed.shape[:-1] + (packed.shape[-1] * self.pack,), scales.dtype)
         return mx.dequantize(packed, scales, biases, group_size=self.group_size, bits=self.bits, mode=MODE)
 
 

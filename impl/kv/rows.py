@@ -33,7 +33,7 @@ from impl.masks import batched_decode_mask
 from .paged import PagedKVCache, check_capacity
 from .pool import pool_blocks_for
 from .quantization import Quantization, check_quantization
-from .validation import check_array, check_int, check_trim, kv_geometry
+from .validation import check_array, check_dtype, check_int, check_trim, kv_geometry
 from .view import RowsAttentionView
 
 PAD_VALUE = 0.0  # value of the left padding update_and_fetch inserts
@@ -41,17 +41,22 @@ PAD_VALUE = 0.0  # value of the left padding update_and_fetch inserts
 
 def merge_kv_rows(rows: Sequence[tuple[mx.array, mx.array]]) -> tuple[mx.array, mx.array]:
     """Stack per-row (K [1, H, L_b, D], V [1, H, L_b, Dv]) into [B, H, max L, D], left-padded with zeros."""
-    if not isinstance(rows, Sequence) or isinstance(rows, (str, bytes)) or not rows:
+    if not isinstance(rows, Sequence) or isinstance(rows, (str, bytes)):
         raise TypeError(f"rows must be a non-empty sequence of (K, V) pairs, got {type(rows).__name__}")
+    if not rows:
+        raise ValueError("rows must hold at least one (K, V) pair, got none")
     for b, pair in enumerate(rows):
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise TypeError(f"rows[{b}] must be a (K, V) pair, got {type(pair).__name__}")
         for name, a, first in zip("KV", pair, rows[0]):
             check_array(f"rows[{b}] {name}", a)
+            check_dtype(f"rows[{b}] {name}'s dtype", a.dtype)  # a cache's rows: what a pool stores
             if a.ndim != 4 or a.shape[0] != 1 or (a.shape[1], a.shape[3], a.dtype) != (first.shape[1], first.shape[3],
                                                                                    first.dtype):
                 raise ValueError(f"rows[{b}] {name} must be [1, H, L, D] with rows[0]'s H, D and dtype, got "
                                  f"{a.dtype} {tuple(a.shape)} against {first.dtype} {tuple(first.shape)}")
+        if pair[0].dtype != pair[1].dtype:
+            raise ValueError(f"rows[{b}]'s K and V must share a dtype, got {pair[0].dtype} and {pair[1].dtype}")
         if pair[0].shape[1:3] != pair[1].shape[1:3]:
             raise ValueError(f"rows[{b}]'s K and V must have the same heads and tokens, got "
                              f"{tuple(pair[0].shape)} and {tuple(pair[1].shape)}")
@@ -183,13 +188,15 @@ class PagedKvRows:
     def append(self, keys: mx.array, values: mx.array) -> None:
         """Append keys [B, H, L, D] / values [B, H, L, Dv]: L new tokens to every row."""
         parts = self._split(keys, values)
-        # Every row's pool exists before any row is written: a pool that cannot be made (memory) fails here, and the
-        # pools this call made are dropped again, so a failed append changes no row.
+        # Every row's pool exists and its growth is checked before any row is written: a pool that cannot be made
+        # (memory, size) fails here, and the pools this call made are dropped again, so a failed append changes
+        # no row.
         made = []
         try:
             for row, (k, v) in zip(self._rows, parts):
+                pool = row._pool_for(kv_geometry(k, v))
                 if row.pool is None:
-                    row.pool = row._new_pool(kv_geometry(k, v))
+                    row.pool = pool
                     made.append(row)
         except BaseException:
             for row in made:

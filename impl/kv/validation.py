@@ -22,7 +22,9 @@ def check_array(name: str, value) -> mx.array:
 
 
 def check_dtype(name: str, dtype) -> mx.Dtype:
-    if not isinstance(dtype, mx.Dtype) or dtype not in KV_DTYPES:  # (mx.Dtype == None raises, not False)
+    if not isinstance(dtype, mx.Dtype):  # a str or NumPy dtype is the wrong kind (and mx.Dtype == None raises)
+        raise TypeError(f"{name} must be an mx.Dtype (float32, float16 or bfloat16), got {type(dtype).__name__}")
+    if dtype not in KV_DTYPES:
         raise ValueError(f"{name} must be one of float32, float16, bfloat16, got {dtype}")
     return dtype
 

@@ -51,8 +51,7 @@ def snapshot_table(table) -> BlockTable:
     """``table`` (a sequence of ints or a 1-D NumPy array) frozen for views: host, device and the kernels' padded
     copy."""
     if isinstance(table, (str, bytes)) or not isinstance(table, (Sequence, np.ndarray)):
-        raise TypeError(f"table must be a sequence of ints, a 1-D NumPy array or an mx.array, "
-                        f"got {type(table).__name__}")
+        raise TypeError(f"table must be a sequence of ints or a 1-D NumPy array, got {type(table).__name__}")
     return BlockTable.of([check_int("table entry", i) for i in table], name="table")
 
 
@@ -173,6 +172,16 @@ class RowsAttentionView:
     rows: tuple[PagedAttentionView, ...]
     left_pad: tuple[int, ...]
 
+    def __post_init__(self):
+        if not isinstance(self.rows, tuple) or not all(isinstance(v, PagedAttentionView) for v in self.rows):
+            raise TypeError(f"rows must be a tuple of PagedAttentionView, got {type(self.rows).__name__}")
+        if not isinstance(self.left_pad, (tuple, list)):
+            raise TypeError(f"left_pad must be a tuple of ints, got {type(self.left_pad).__name__}")
+        if len(self.left_pad) != len(self.rows):
+            raise ValueError(f"left_pad must hold one pad per row ({len(self.rows)}), got {len(self.left_pad)}")
+        pads = tuple(check_int(f"left_pad[{b}]", pad, minimum=0) for b, pad in enumerate(self.left_pad))
+        object.__setattr__(self, "left_pad", pads)  # frozen: Python ints, whatever integers came in
+
     @property
     def batch_size(self) -> int:
         return len(self.rows)
@@ -182,12 +191,17 @@ class RowsAttentionView:
 
         A mask array [B, 1, n, total] (or one broadcast to every row: 2-D or
         batch 1) becomes [.., n, total - left_pad[row]], the row's own keys.
+        A mask broadcast along the keys (last axis 1, or 0-d) stays as it is:
+        it has no padded column to drop.
         """
         row = check_int("row", row, minimum=0, maximum=self.batch_size - 1)
+        check_mask(mask)
         if not isinstance(mask, mx.array):
             return mask
         if mask.ndim == 4 and mask.shape[0] == self.batch_size and self.batch_size > 1:
             mask = mask[row:row + 1]
+        if mask.ndim == 0 or mask.shape[-1] == 1:
+            return mask
         return mask[..., self.left_pad[row]:]
 
     def attend(self, q: mx.array, scale: float, mask=None, arm: str | None = None) -> mx.array:
