@@ -575,6 +575,29 @@ def test_bad_profile_or_a_missing_gpu_is_a_usage_error(monkeypatch, capsys):
     assert "no GPU backend" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, words", [
+    (["--timeout", "nan"], "--timeout must be a finite number > 0"),
+    (["--timeout", "inf"], "--timeout must be a finite number > 0"),
+    (["--test-limit", "nan"], "--test-limit must be a finite number > 0"),
+    (["--python", "/nonexistent/py"], "--python: /nonexistent/py is not an executable file"),
+], ids=["timeout-nan", "timeout-inf", "test-limit-nan", "python-missing"])
+def test_unusable_run_options_are_refused_before_any_mutant_runs(monkeypatch, capsys, argv, words):
+    # run_catalog must not be reached: a bad value is a usage error (2), never a traceback read as a survivor (1).
+    monkeypatch.setattr(cli, "run_catalog", lambda *a, **k: pytest.fail("a mutant ran"))
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([CATALOG[0].name, "--no-record", *argv])
+    assert exit_.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+def test_a_results_folder_is_refused_before_any_mutant_runs(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(cli, "run_catalog", lambda *a, **k: pytest.fail("a mutant ran"))
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([CATALOG[0].name, "--results", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert f"--results: {tmp_path} is a folder" in capsys.readouterr().err
+
+
 def test_stopping_the_runner_kills_its_inner_runs():
     # python -m mutants turns SIGTERM into this (then KeyboardInterrupt): inner pytest runs lead their own process
     # groups (start_new_session), so without it a cancelled CI job would leave them running and their temporary

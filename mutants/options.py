@@ -8,6 +8,8 @@ types let through. The runner (``mutants.runner.run_catalog``) takes the values 
 from __future__ import annotations
 
 import argparse
+import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -50,7 +52,14 @@ def check_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
         parser.error("--workers must be >= 1")
     if args.inner_workers < 0:
         parser.error("--inner-workers must be >= 0")
-    if args.timeout <= 0:
-        parser.error("--timeout must be > 0")
-    if args.test_limit is not None and not args.test_limit > 0:
-        parser.error("--test-limit must be > 0")
+    # "not > 0" and isfinite: float("nan") passes "<= 0" and would time every run out at once (or never).
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        parser.error(f"--timeout must be a finite number > 0, got {args.timeout}")
+    if args.test_limit is not None and not (args.test_limit > 0 and math.isfinite(args.test_limit)):
+        parser.error(f"--test-limit must be a finite number > 0, got {args.test_limit}")
+    # Checked before any mutant runs: a missing interpreter would otherwise be a traceback (exit 1, read as "a mutant
+    # survived"), and a results path that is a folder would fail only after the first mutant ran.
+    if shutil.which(args.python) is None:  # (a path with a folder is checked as it is, a bare name on PATH)
+        parser.error(f"--python: {args.python} is not an executable file")
+    if args.results is not None and args.results.is_dir():
+        parser.error(f"--results: {args.results} is a folder, not a results file")

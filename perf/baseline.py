@@ -257,17 +257,17 @@ def validate_baseline(document) -> dict:
     if not isinstance(benchmarks, dict) or not benchmarks:
         raise ValueError("baseline 'benchmarks' must be a non-empty object of case id -> entry")
     for case_id, entry in benchmarks.items():
-        if not isinstance(case_id, str) or not case_id:  # JSON keys are strings: another key would not load back
-            raise ValueError(f"benchmarks keys must be non-empty case-id strings, got {case_id!r}")
-        if not isinstance(entry, dict):
-            raise ValueError(f"benchmarks[{case_id!r}] must be an object")
-        for name in ("benchmark", "kernel", "arm", "shape", "dtype", "bytes", "flops", "samples_s"):
-            if name not in entry:
-                raise ValueError(f"benchmarks[{case_id!r}] lacks {name!r}")
-        _positive_list(f"benchmarks[{case_id!r}].samples_s", entry["samples_s"])
+        _check_entry("benchmarks", case_id, entry)
         if "process_samples_s" in entry:
             _check_processes(case_id, entry, document.get("processes"))
         _check_kernel_fields(case_id, entry, document)
+    references = document.get("references")  # a run document's torch references: perf.report reads them as entries
+    if references is not None:
+        if not isinstance(references, dict):
+            raise ValueError(f"baseline 'references' must be null or an object of case id -> entry, got "
+                             f"{type(references).__name__}")
+        for case_id, entry in references.items():
+            _check_entry("references", case_id, entry)
     _check_copy_bandwidth("copy_bandwidth", document.get("copy_bandwidth"))
     _check_environment("environment", document.get("environment"))
     processes = document.get("processes")
@@ -280,6 +280,59 @@ def validate_baseline(document) -> dict:
             _check_environment(f"processes[{i}].environment", process.get("environment"))
             _check_copy_bandwidth(f"processes[{i}].copy_bandwidth", process.get("copy_bandwidth"))
     return document
+
+
+# An entry's description and figures as its readers use them (perf.report divides bytes by a median, joins the shape;
+# a NaN median would be written as a bare NaN, which is not JSON): the type each must have, null allowed where a
+# reader skips it.
+_TEXT_FIELDS = ("benchmark", "kernel", "arm", "dtype")
+_COUNT_FIELDS = ("bytes", "flops")
+_SECONDS_FIELDS = ("median_s", "iqr_s", "kernel_median_s", "kernel_iqr_s", "kernel_span_median_s")
+
+
+def _check_entry(section: str, case_id, entry) -> None:
+    """A ``benchmarks`` or ``references`` entry: its description fields there and of their types, its samples."""
+    if not isinstance(case_id, str) or not case_id:  # JSON keys are strings: another key would not load back
+        raise ValueError(f"{section} keys must be non-empty case-id strings, got {case_id!r}")
+    where = f"{section}[{case_id!r}]"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} must be an object")
+    for name in ("benchmark", "kernel", "arm", "shape", "dtype", "bytes", "flops", "samples_s"):
+        if name not in entry:
+            raise ValueError(f"{where} lacks {name!r}")
+    for name in _TEXT_FIELDS:
+        if not isinstance(entry[name], str):
+            raise ValueError(f"{where}.{name} must be a string, got {entry[name]!r}")
+    shape = entry["shape"]
+    if not isinstance(shape, (list, tuple)) or any(isinstance(d, bool) or not isinstance(d, int) or d < 0
+                                                   for d in shape):
+        raise ValueError(f"{where}.shape must be a list of non-negative ints, got {shape!r}")
+    for name in _COUNT_FIELDS:
+        value = entry[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _non_negative_finite(value):
+            raise ValueError(f"{where}.{name} must be a non-negative finite number, got {value!r}")
+    for name in _SECONDS_FIELDS:
+        value = entry.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not _non_negative_finite(value)):
+            raise ValueError(f"{where}.{name} must be null or a non-negative finite number of seconds, got {value!r}")
+    names = entry.get("kernel_names")
+    if names is not None and not (isinstance(names, list) and all(
+            isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str)
+            and not isinstance(pair[1], bool) and isinstance(pair[1], int) for pair in names)):
+        raise ValueError(f"{where}.kernel_names must be null or a list of [name, count] pairs, got {names!r}")
+    if entry.get("kernel_timer") is not None and not isinstance(entry["kernel_timer"], str):
+        raise ValueError(f"{where}.kernel_timer must be null or a string, got {entry['kernel_timer']!r}")
+    _positive_list(f"{where}.samples_s", entry["samples_s"])
+    if entry.get("kernel_samples_s") is not None:  # (a reference's too: perf.report takes their median)
+        _positive_list(f"{where}.kernel_samples_s", entry["kernel_samples_s"])
+
+
+def _non_negative_finite(value) -> bool:
+    try:
+        return 0 <= float(value) < float("inf")
+    except OverflowError:
+        return False
 
 
 def _check_copy_bandwidth(where: str, copy) -> None:
@@ -503,7 +556,10 @@ def _fsync_directory(directory: Path) -> None:
 def write_baseline(document: dict, directory: Path | None = None) -> Path:
     """Atomically store ``document`` as the baseline of its ``device_key`` (module docstring)."""
     validate_baseline(document)
-    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    try:  # allow_nan=False: a NaN in a field nothing checks would be written as a bare NaN, which is not JSON
+        text = json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise ValueError(f"the document holds a number JSON cannot (NaN or infinity): {exc}") from None
     path = baseline_path(document["device_key"], directory)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
@@ -585,6 +641,13 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None and not 0 <= value < float("inf"):
             print(f"perf.baseline: {flag} must be >= 0, got {value}", file=sys.stderr)
             return 2
+    from perf.run import SUITES  # (perf.run imports this module)
+
+    # Checked before the suite runs: a bad value found after it ran would cost the whole run, then a traceback.
+    if args.suite not in SUITES:
+        parser.error(f"--suite must be one of {', '.join(SUITES)}, got {args.suite!r}")
+    if args.rounds is not None and args.rounds < 1:
+        parser.error(f"--rounds must be >= 1, got {args.rounds}")
     if args.sources:
         documents = []
         for source in args.sources:
@@ -608,7 +671,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from perf.run import run_suite
 
-        document = run_suite(args.suite, rounds=args.rounds, device=args.device).document()
+        try:
+            document = run_suite(args.suite, rounds=args.rounds, device=args.device).document()
+        except (TypeError, ValueError) as exc:
+            print(f"perf.baseline: not stored ({exc}); the old baseline is unchanged", file=sys.stderr)
+            return 2
     if not isinstance(document, dict):
         print(f"perf.baseline: not stored ({args.sources[0]} is not a JSON object); the old baseline is unchanged",
               file=sys.stderr)

@@ -303,6 +303,8 @@ def calibration_processes(baseline: dict, calibration: dict) -> dict[str, list[l
     for name in ("suite", "rounds", "warmup", "batch", "inputs"):
         if name in settings and calibration.get(name) != settings[name]:
             raise ValueError(f"calibration {name} is {calibration.get(name)!r}, the baseline's {settings[name]!r}")
+    for case_id, c in calibration["cases"].items():  # every case: a reader indexes a1, a2 and slowed
+        _check_calibration_case(case_id, c)
     out = {}
     for case_id, c in calibration["cases"].items():
         entry = baseline["benchmarks"].get(case_id)
@@ -314,6 +316,26 @@ def calibration_processes(baseline: dict, calibration: dict) -> dict[str, list[l
                              f"run must be a separate process")
         out[case_id] = [list(p) for p in processes] + [list(c["a1"])]
     return out
+
+
+CALIBRATION_SAMPLES = ("a1", "a2", "slowed")  # a perf.run --calibration case's sample lists
+
+
+def _check_calibration_case(case_id, case) -> None:
+    """ValueError naming the case and field unless ``case`` holds every ``CALIBRATION_SAMPLES`` list as non-empty
+    positive, finite seconds (a missing or mistyped one was a bare KeyError or TypeError deep in the replay)."""
+    if not isinstance(case, dict):
+        raise ValueError(f"calibration cases[{case_id!r}] must be an object with {', '.join(CALIBRATION_SAMPLES)}, "
+                         f"got {type(case).__name__}")
+    for name in CALIBRATION_SAMPLES:
+        samples = case.get(name)
+        if not isinstance(samples, list) or not samples:
+            raise ValueError(f"calibration cases[{case_id!r}].{name} must be a non-empty list of seconds, got "
+                             f"{'nothing' if name not in case else repr(samples)}")
+        for t in samples:
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
+                raise ValueError(f"calibration cases[{case_id!r}].{name} must hold positive finite seconds, "
+                                 f"got {t!r}")
 
 
 @dataclass(frozen=True)

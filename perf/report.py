@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         document = validate_baseline(read_document(args.run))
+        text = tables(document)  # inside: nothing is printed of a document that cannot be tabled
     except (TypeError, ValueError) as exc:
         print(f"perf.report: {exc}", file=sys.stderr)
         return 2
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{settings.get('rounds')} rounds of {settings.get('batch', 1)} calls after {settings.get('warmup')} "
           f"warm-up rounds (protocol {settings.get('protocol', 'eval')}, input sets "
           f"{settings.get('inputs', 'shared')}); medians per call\n")
-    print(tables(document))
+    print(text)
     return 0
 
 

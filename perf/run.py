@@ -41,7 +41,8 @@
 * ``--gate`` (``make gate``): when this device key has a baseline, rerun exactly
   its cases (same suite, rounds and warm-up) and append their records to the
   gate's results, where a ``regressed: true`` record fails the verdict; without a
-  baseline say so and do nothing. A baseline case that did not run (it raised, or the suite no longer has it)
+  baseline say so and do nothing (``--no-baseline`` with it is refused: a gate that judges nothing). A
+  baseline case that did not run (it raised, or the suite no longer has it)
   was not judged: the gate then exits with status 2, which fails ``make gate``.
 * ``--save RUN.json``: the run as a baseline document (``perf/baseline.py``;
   torch cases excluded: they are references, not this project's code), written
@@ -234,13 +235,14 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
               results: Path | None = None, save: Path | None = None, calibration: Path | None = None,
               alpha: float = ALPHA, min_effect: float = MIN_EFFECT, copy: CopyBandwidth | None = None,
               kernel_time: bool | None = None, kernel_calls: int = kernel_timing.KERNEL_CALLS,
-              figure: str | None = None, log=print) -> RunResult:
+              figure: str | None = None, fresh: bool = False, log=print) -> RunResult:
     """Run ``suite`` (module docstring); ``baseline=True`` loads this device's, False/None compares with none,
     a dict is used as the baseline. ``only``: run just these case ids. ``copy``: a copy bandwidth measured
     earlier (default: measure it now). ``inputs``: ``INPUTS`` (module docstring). ``kernel_time``: None
     measures it where available, True requires it (ValueError naming why not), False leaves it out;
     ``kernel_calls`` traced calls per case. ``figure``: what the gate judges (``perf.baseline.FIGURES``; None:
-    the baseline's choice per case)."""
+    the baseline's choice per case). ``fresh``: start ``results`` anew with an environment record, once the
+    arguments are checked (a refused run leaves the file as it was)."""
     if device is not None:
         arm_registry.use_device(device)
     resolved = resolve_suite(suite)
@@ -277,6 +279,9 @@ def run_suite(suite: str = "auto", *, rounds: int | None = None, warmup: int | N
     key = device_key()
     stored = load_baseline(key) if baseline is True else (baseline or None)
     check_comparable(stored, batch, protocol, inputs)
+    if fresh and results is not None:  # only now: every check above refuses before anything is written
+        reset(results)
+        append_record(environment_record(arm_registry.current_device_name()), results)
     copy = copy or copy_bandwidth()
     log(f"perf: device key {key}, suite {resolved}, {rounds} rounds of {batch} call(s) after {warmup} warm-up "
         f"(protocol {protocol}, inputs {inputs}); "
@@ -381,8 +386,26 @@ def _write_json(path: Path, document: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-    os.replace(temp, path)
+    try:
+        temp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+        os.replace(temp, path)
+    except BaseException:  # the path keeps its old document (or none), and no temporary file stays beside it
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _output_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be written as a file (a folder, or below something that is not a folder), else None:
+    checked before the run, so a bad path is refused before anything is measured or written."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder, not a file"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{path}: {parent} is not a folder"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -425,6 +448,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--min-effect must be a non-negative finite fraction, got {args.min_effect}")
     if args.figure == "kernel" and args.kernel_time is False:
         parser.error("--figure kernel judges kernel time, which --no-kernel-time leaves out")
+    if args.gate and args.no_baseline:  # a gate that compares with nothing would judge nothing and pass
+        parser.error("--gate judges against the baseline, which --no-baseline leaves out")
+    for name, path in (("--results", args.results), ("--save", args.save), ("--calibration", args.calibration)):
+        problem = None if path is None else _output_problem(path)
+        if problem:
+            parser.error(f"{name}: {problem}")
     if args.device is not None:
         arm_registry.use_device(args.device)
     suite, rounds, warmup, batch, only = args.suite, args.rounds, args.warmup, args.batch, None
@@ -456,18 +485,18 @@ def main(argv: list[str] | None = None) -> int:
         inputs = inputs or settings.get("inputs", "shared")
         kernel_calls = kernel_calls or settings.get("kernel_calls")
         only = set(stored["benchmarks"])
-    if args.results is not None and args.fresh:
-        reset(args.results)
-        append_record(environment_record(arm_registry.current_device_name()), args.results)
     try:
         run = run_suite(suite, rounds=rounds, warmup=warmup, batch=batch, protocol=protocol or "eval",
                         inputs=inputs or "distinct", torch=args.torch, only=only,
                         baseline=None if args.no_baseline else stored, results=args.results, save=args.save,
                         calibration=args.calibration, alpha=args.alpha, min_effect=args.min_effect,
                         kernel_time=args.kernel_time, kernel_calls=kernel_calls or kernel_timing.KERNEL_CALLS,
-                        figure=args.figure)
+                        figure=args.figure, fresh=args.fresh)
     except (TypeError, ValueError) as exc:
         print(f"perf.run: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # an output that became unwritable during the run: named, not a traceback
+        print(f"perf.run: cannot write {exc.filename or 'an output'}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     unjudged = [] if only is None else sorted(only - {m.case.id for m in run.measurements})
     for missing in unjudged:

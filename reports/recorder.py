@@ -67,7 +67,7 @@ def read_records(path: Path | None = None) -> Iterator[dict[str, Any]]:
     path = Path(path) if path is not None else results_path()
     if not path.exists():
         return
-    with path.open(encoding="utf-8", errors="strict") as handle:
+    with path.open("rb") as handle:
         for number, line in _lines(handle, path):
             if line.strip():
                 try:
@@ -81,13 +81,15 @@ def read_records(path: Path | None = None) -> Iterator[dict[str, Any]]:
 
 
 def _lines(handle, path: Path):
-    """(line number, line) of ``handle``; a byte that is not UTF-8 is an error naming the file and line."""
-    number = 0
-    try:
-        for number, line in enumerate(handle, 1):
-            yield number, line
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}:{number + 1}: not UTF-8 text ({exc})") from None
+    """(line number, line) of ``handle`` (a binary file); a byte that is not UTF-8 is an error naming the file and
+    line. Each line is decoded by itself: a text-mode file decodes blocks of many lines ahead of the one read, so
+    the line it failed on was not the line the bad byte is in."""
+    for number, raw in enumerate(handle, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not UTF-8 text ({exc})") from None
+        yield number, line
 
 
 def reset(path: Path | None = None) -> None:

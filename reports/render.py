@@ -390,8 +390,9 @@ def _environment() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = fmt
     env.filters["shape"] = shape_text
-    env.filters["pct"] = lambda v: "" if v is None else f"{100.0 * v:.1f}%"
-    env.filters["change"] = lambda v: "" if v is None else f"{100.0 * v:+.1f}%"
+    # number(): a results.json read back holds nan/inf as the strings "nan", "inf" (results.jsonable)
+    env.filters["pct"] = lambda v: "" if number(v) is None else f"{100.0 * number(v):.1f}%"
+    env.filters["change"] = lambda v: "" if number(v) is None else f"{100.0 * number(v):+.1f}%"
     return env
 
 
@@ -411,11 +412,16 @@ def render_file(results_path: Path | str, html_path: Path | str) -> Path:
         raise ValueError(f"{html_path}: its folder {html_path.parent} does not exist")
     temp = html_path.with_name(f".{html_path.name}.tmp")
     try:
-        temp.write_text(text, encoding="utf-8")
+        # backslashreplace: a lone surrogate (valid JSON, "\udc80") in a record's text has no UTF-8 encoding; the page
+        # shows it escaped, as \udc80, where strict encoding failed and left an empty temporary file behind.
+        temp.write_text(text, encoding="utf-8", errors="backslashreplace")
         os.replace(temp, html_path)
     except OSError as exc:
         temp.unlink(missing_ok=True)
         raise ValueError(f"{html_path}: cannot write the report ({exc.strerror or exc})") from None
+    except BaseException:  # whatever failed (an interrupt too), no half-written temporary file stays beside it
+        temp.unlink(missing_ok=True)
+        raise
     return html_path
 
 

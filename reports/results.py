@@ -25,6 +25,14 @@ GENERATED = ("body", "python")  # a generated mutant's "generated" (mutants/gene
 # The fields a verdict or a count is read from: a value of another type would be read as something else (the
 # string "false" is truthy), so a record holding one is refused, not counted.
 _BOOLEAN_FIELDS = {"gate": ("passed",), "perf": ("regressed",), "mutant": ("killed",)}
+# Fields the summary, the comparison and the report use as text (dict keys, set members, names) or as lists: a
+# value of another type (a list for a test id, a number for the args) failed deep inside them with an internal
+# message, so a record holding one is refused naming the field. (case is read through str(): any value will do.)
+_TEXT_FIELDS = {"gate": ("test_id", "kernel", "arm", "dtype"), "test": ("nodeid", "module", "outcome", "skip_reason"),
+                "property": ("nodeid", "module", "outcome"), "perf": ("benchmark", "kernel", "arm", "figure"),
+                "finding": ("test_id",), "canary": ("device_name",), "mutant": ("name", "status"),
+                "selection": ("keyword", "markexpr")}
+_LIST_FIELDS = {"gate": ("shape",), "perf": ("shape", "kernel_names"), "selection": ("args", "deselected")}
 # pytest exit codes that mean the run itself is fine (0: all passed). 5 (nothing
 # collected) is a failure: a gate that checked nothing must not pass.
 PYTEST_OK = (0,)
@@ -72,7 +80,72 @@ def check_record(record: Any, where: str) -> dict:
     if kind == "mutation_run" and not (isinstance(record.get("run"), str) and isinstance(record.get("strata"), dict)):
         raise ValueError(f"{where}: a mutation_run record needs its run (a string) and strata (an object), got "
                          f"{record.get('run')!r}, {record.get('strata')!r}")
+    _check_field_types(record, kind, where)
     return record
+
+
+def _check_field_types(record: dict, kind: str, where: str) -> None:
+    """ValueError naming ``where`` and the field unless the fields readers use have their types (null allowed)."""
+    # A record's schema names its layout: one of another version would be read as this one's fields. (A record
+    # without one is read as version 1: records built in memory get theirs only from append_record.)
+    schema = record.get("schema", RECORD_SCHEMA)
+    if isinstance(schema, bool) or schema != RECORD_SCHEMA:
+        raise ValueError(f"{where}: record schema {schema!r} is not {RECORD_SCHEMA}, the version this reader knows")
+
+    def bad(field: str, want: str) -> ValueError:
+        return ValueError(f"{where}: {kind} record field {field!r} must be {want}, got {_shown(record, field)}")
+
+    for name in _TEXT_FIELDS.get(kind, ()):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            raise bad(name, "a string or null")
+    for name in _LIST_FIELDS.get(kind, ()):
+        if record.get(name) is not None and not isinstance(record[name], list):
+            raise bad(name, "a list or null")
+    if kind == "selection":
+        for name in ("args", "deselected"):
+            if any(not isinstance(a, str) for a in record.get(name) or ()):
+                raise bad(name, "a list of strings")
+    if kind == "perf" and any(not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str))
+                              for pair in record.get("kernel_names") or ()):
+        raise bad("kernel_names", "a list of [name, count] pairs")
+    if kind == "environment":
+        _check_environment(record, where)
+
+
+def _check_environment(record: dict, where: str) -> None:
+    """The environment record's objects: git, arms (name -> status) and dependencies, as their readers take them."""
+    def bad(field: str, want: str, value: Any) -> ValueError:
+        return ValueError(f"{where}: environment record field {field} must be {want}, got {value!r}")
+
+    git = record.get("git")
+    if git is not None:
+        if not isinstance(git, dict):
+            raise bad("'git'", 'an object {"commit", "dirty"} or null', git)
+        if git.get("commit") is not None and not isinstance(git["commit"], str):
+            raise bad("'git.commit'", "a string or null", git["commit"])
+        if git.get("dirty") is not None and not isinstance(git["dirty"], bool):
+            raise bad("'git.dirty'", "true, false or null", git["dirty"])
+    arms = record.get("arms")
+    if arms is not None:
+        if not isinstance(arms, dict):
+            raise bad("'arms'", 'an object {name: {"available", "reason"}} or null', arms)
+        for name, status in arms.items():
+            if not isinstance(status, dict):
+                raise bad(f"'arms.{name}'", 'an object {"available", "reason"}', status)
+            if "available" in status and not isinstance(status["available"], bool):  # "false" would read as ran
+                raise bad(f"'arms.{name}.available'", "true or false", status["available"])
+    deps = record.get("dependencies")
+    if deps is not None:
+        if not isinstance(deps, dict):
+            raise bad("'dependencies'", 'an object {"lock", "differs"} or null', deps)
+        if deps.get("differs") is not None and not isinstance(deps["differs"], list):
+            raise bad("'dependencies.differs'", "a list or null", deps["differs"])
+
+
+def _shown(record: dict, field: str) -> str:
+    """A field's value for a message: at most 80 characters of its repr."""
+    text = repr(record[field])
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def of_kind(records: Iterable[dict], kind: str) -> list[dict]:

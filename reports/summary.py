@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         html.unlink(missing_ok=True)
         print(f"reports.summary: {exc}", file=sys.stderr)
         return 2
+    except BaseException:  # an unexpected failure (a bug, an interrupt) must not leave that report standing either
+        html.unlink(missing_ok=True)
+        raise
     print_summary(results, args.out, None if args.no_html else html)
     return 1 if results["verdict"] == "FAIL" else 0
 

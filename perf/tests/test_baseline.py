@@ -138,10 +138,20 @@ def test_update_command_stores_a_run(tmp_path):
     (lambda d: d.update(processes=["p0"]), ValueError, r"processes\[0\] must be"),
     (lambda d: d.update(processes=[{"copy_bandwidth": {"nbytes": 1}}]), ValueError, r"processes\[0\]\.copy_bandwidth"),
     (lambda d: d.update(processes="p0"), ValueError, "'processes' must be"),
+    # fields perf.report and pooling compute with: refused by name, not a KeyError / TypeError in a reader
+    (lambda d: d.update(references={"x": {}}), ValueError, r"references\['x'\] lacks 'benchmark'"),
+    (lambda d: d.update(references="torch"), ValueError, "'references' must be"),
+    (lambda d: d["benchmarks"]["b/k[graph]/1x2/bfloat16"].update(shape=5), ValueError, r"\.shape must be"),
+    (lambda d: d["benchmarks"]["b/k[graph]/1x2/bfloat16"].update(bytes="lots"), ValueError, r"\.bytes must be"),
+    (lambda d: d["benchmarks"]["b/k[graph]/1x2/bfloat16"].update(kernel=3), ValueError, r"\.kernel must be"),
+    # unchecked, a NaN median was written to the baseline as a bare NaN: not JSON
+    (lambda d: d["benchmarks"]["b/k[graph]/1x2/bfloat16"].update(median_s=float("nan")), ValueError,
+     r"\.median_s must be"),
 ], ids=["schema", "key-path", "key-type", "empty", "field", "no-samples", "negative", "copy", "copy-nan", "copy-inf",
         "key-newline", "huge-int", "settings-type", "floor-negative", "floor-nan", "floor-str", "floor-bool",
         "protocol", "rounds", "case-id-nan", "case-id-empty", "environment-str", "git-str", "process-str",
-        "process-copy", "processes-str"])
+        "process-copy", "processes-str", "reference-empty", "references-str", "shape-int", "bytes-str",
+        "kernel-int", "median-nan"])
 def test_invalid_documents_are_refused_before_writing(tmp_path, mutate, error, words):
     document = _document()
     mutate(document)
@@ -355,3 +365,58 @@ def test_invalid_pooled_documents_are_refused(tmp_path, mutate, words):
     with pytest.raises(ValueError, match=words):
         store.write_baseline(document, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda d: d.update(references={"x": {}}), r"references['x'] lacks 'benchmark'"),
+    (lambda d: d["benchmarks"]["b/k[graph]/1x2/bfloat16"].update(shape=5), "].shape must be"),
+    (lambda d: d["benchmarks"]["b/k[graph]/1x2/bfloat16"].update(bytes="lots"), "].bytes must be"),
+], ids=["reference-empty", "shape-int", "bytes-str"])
+def test_documents_perf_report_cannot_table_are_refused_by_field(tmp_path, capsys, mutate, words):
+    from perf import report
+
+    document = _document()
+    mutate(document)
+    source = tmp_path / "run.json"
+    source.write_text(json.dumps(document))
+    assert report.main([str(source)]) == 2
+    captured = capsys.readouterr()
+    assert words in captured.err and captured.out == ""
+    # update --from refuses the same document (it stored it before), writing nothing
+    assert store.main(["update", "--from", str(source), "--dir", str(tmp_path / "b")]) == 2
+    assert words in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+def test_update_never_writes_a_bare_nan(tmp_path, capsys):
+    document = _document()
+    document["benchmarks"]["b/k[graph]/1x2/bfloat16"]["kernel_span_median_s"] = float("nan")
+    source = tmp_path / "run.json"
+    source.write_text(json.dumps(document))  # Python writes (and reads) the bare NaN
+    assert store.main(["update", "--from", str(source), "--dir", str(tmp_path / "b")]) == 2
+    assert "kernel_span_median_s must be" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    with pytest.raises(ValueError, match="NaN or infinity"):  # a field nothing validates: still no NaN in a file
+        store.write_baseline(_document() | {"device": {"memory": float("nan")}}, tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("argv, words", [(["--suite", "nope"], "--suite must be one of"),
+                                         (["--rounds", "0"], "--rounds must be >= 1")])
+def test_update_refuses_bad_run_options_before_running(tmp_path, monkeypatch, capsys, argv, words):
+    from perf import run as perf_run
+
+    monkeypatch.setattr(perf_run, "run_suite", lambda *a, **k: pytest.fail("the suite ran"))
+    with pytest.raises(SystemExit) as exit_:
+        store.main(["update", *argv, "--dir", str(tmp_path)])
+    assert exit_.value.code == 2 and words in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_update_names_a_run_that_refuses_its_arguments(tmp_path, monkeypatch, capsys):
+    from perf import run as perf_run
+
+    def refuses(*args, **kwargs):
+        raise ValueError("kernel time was asked for but is unavailable")
+
+    monkeypatch.setattr(perf_run, "run_suite", refuses)
+    assert store.main(["update", "--dir", str(tmp_path)]) == 2
+    assert "not stored (kernel time was asked for" in capsys.readouterr().err and list(tmp_path.iterdir()) == []

@@ -406,3 +406,49 @@ def test_run_refuses_out_of_range_options(argv, words, capsys):
     with pytest.raises(SystemExit) as exit_:
         perf_run.main([*argv, "--no-baseline"])
     assert exit_.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--protocol", "pipelined", "--calibration", "CAL", "--no-baseline"], "calibration samples are taken"),
+    (["--baseline", "BASE", "--batch", "2"], "per-call times are not comparable"),
+])
+def test_a_refused_fresh_run_leaves_the_results_file_as_it_was(tmp_path, monkeypatch, capsys, argv, words):
+    # --fresh starts the file anew only once run_suite has accepted its arguments: a refused run keeps the records.
+    case_id = f"normalized_argmax/normalized_argmax[graph]/{'x'.join(map(str, CPU_ARGMAX[1]))}/bfloat16"
+    monkeypatch.setattr(perf_run, "copy_bandwidth", lambda: pytest.fail("a refused run measured something"))
+    (tmp_path / "base.json").write_text(json.dumps(_one_case_baseline(case_id, 1.0)))  # batch 1
+    results = tmp_path / "r.jsonl"
+    results.write_text('{"kind": "environment", "schema": 1}\n')
+    argv = [{"CAL": str(tmp_path / "c.json"), "BASE": str(tmp_path / "base.json")}.get(a, a) for a in argv]
+    assert perf_run.main(["--suite", "cpu", "--results", str(results), "--fresh", *argv]) == 2
+    assert words in capsys.readouterr().err
+    assert results.read_text() == '{"kind": "environment", "schema": 1}\n'
+    assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("option", ["--results", "--save", "--calibration"])
+def test_an_output_path_that_cannot_be_a_file_is_refused_up_front(tmp_path, monkeypatch, capsys, option):
+    monkeypatch.setattr(perf_run, "copy_bandwidth", lambda: pytest.fail("a refused run measured something"))
+    (tmp_path / "a_file").write_text("x")
+    for path, words in ((tmp_path, "is a folder, not a file"), (tmp_path / "a_file" / "out.json", "is not a folder")):
+        with pytest.raises(SystemExit) as exit_:
+            perf_run.main(["--suite", "cpu", "--no-baseline", option, str(path)])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert f"{option}: {path}" in err and words in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # no temporary file left behind
+
+
+def test_a_failed_json_write_leaves_no_temporary_file(tmp_path):
+    target = tmp_path / "adir"
+    target.mkdir()
+    with pytest.raises(OSError):
+        perf_run._write_json(target, {"a": 1})  # os.replace onto a folder fails
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"] and not any(target.iterdir())
+
+
+def test_gate_without_a_baseline_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        perf_run.main(["--gate", "--no-baseline"])
+    assert exit_.value.code == 2
+    assert "--gate judges against the baseline, which --no-baseline" in capsys.readouterr().err

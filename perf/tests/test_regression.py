@@ -44,6 +44,7 @@ import pytest
 from perf.baseline import baseline_processes, pool_documents
 from perf.regression import (ALPHA, MIN_EFFECT, SLOWED_DETECTABLE_SPREAD, calibrate, calibration_processes,
                              compare, compare_pooled, judge, min_p_value)
+from perf.regression import main as regression_main
 
 RECORDS = Path(__file__).resolve().parents[2] / "records" / "h200-calibration"
 POOLED_RUN = RECORDS / "pooled"
@@ -253,6 +254,33 @@ def test_calibration_refuses_a_run_that_is_in_the_pool(h200):
     with pytest.raises(ValueError, match="rounds"):
         calibration_processes(h200["baseline"], {**calibration, "rounds": 7})
 
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda c: c.pop("slowed"), ".slowed must be a non-empty list of seconds, got nothing"),
+    (lambda c: c.update(a2="fast"), ".a2 must be a non-empty list of seconds, got 'fast'"),
+    (lambda c: c.update(a1=[1e-3, float("nan")]), ".a1 must hold positive finite seconds, got nan"),
+], ids=["no-slowed", "a2-str", "a1-nan"])
+def test_a_malformed_calibration_case_is_refused_naming_case_and_field(h200, change, words):
+    calibration = json.loads(json.dumps(h200["calibration"]))
+    cid = next(iter(calibration["cases"]))
+    change(calibration["cases"][cid])
+    with pytest.raises(ValueError) as error:
+        calibration_processes(h200["baseline"], calibration)
+    assert f"cases[{cid!r}]{words}" in str(error.value)
+
+
+@pytest.mark.parametrize("case, words", [(5, "cases['c'] must be an object"),
+                                         ({"a1": 5}, "cases['c'].a1 must be a non-empty list")])
+def test_the_command_names_a_malformed_calibration_case(tmp_path, capsys, case, words):
+    # the regression CLI's messages were "'int' object is not subscriptable" / "... not iterable"
+    baseline = {"schema": 1, "device_key": "cpu-Test", "settings": {},
+                "benchmarks": {"c": {"benchmark": "b", "kernel": "k", "arm": "graph", "shape": [1], "dtype": "f",
+                                     "bytes": 1, "flops": 1, "samples_s": [1e-3] * 3}}}
+    (tmp_path / "b.json").write_text(json.dumps(baseline))
+    (tmp_path / "c.json").write_text(json.dumps({"device_key": "cpu-Test", "cases": {"c": case}}))
+    assert regression_main([str(tmp_path / "b.json"), str(tmp_path / "c.json")]) == 2
+    assert words in capsys.readouterr().err
 
 # --- the rule, on synthetic samples ----------------------------------------------------------
 

@@ -30,6 +30,33 @@ BAD_LINES = [
     ("no gate name", {k: v for k, v in failing_gate().items() if k != "gate"}, "must name its gate"),
     ("passed as a string", failing_gate(passed="false"), "'passed' must be true or false"),
     ("regressed as a number", {"schema": 1, "kind": "perf", "regressed": 1}, "'regressed' must be true or false"),
+    # fields the summary and the report take apart: they failed there with AttributeError / TypeError, exit 1 (FAIL)
+    ("git as a string", fixtures.environment(git="abc"), "environment record field 'git' must be an object"),
+    ("git commit as a number", fixtures.environment(git={"commit": 5}), "field 'git.commit' must be a string"),
+    ("arms as a list", fixtures.environment(arms=["graph"]), "environment record field 'arms' must be an object"),
+    ("arms as a string", fixtures.environment(arms="graph"), "environment record field 'arms' must be an object"),
+    ("an arm as a string", fixtures.environment(arms={"graph": "yes"}), "field 'arms.graph' must be an object"),
+    ("available as a string", fixtures.environment(arms={"graph": {"available": "false"}}),
+     "field 'arms.graph.available' must be true or false"),
+    ("differs as a string", fixtures.environment(dependencies={"lock": "l", "differs": "x"}),
+     "field 'dependencies.differs' must be a list"),
+    ("selection args as a number", {"schema": 1, "kind": "selection", "args": 1.5},
+     "selection record field 'args' must be a list or null, got 1.5"),
+    ("selection args of numbers", {"schema": 1, "kind": "selection", "args": [1.5]},
+     "selection record field 'args' must be a list of strings"),
+    ("perf shape as a number", {"schema": 1, "kind": "perf", "shape": 1.5},
+     "perf record field 'shape' must be a list or null, got 1.5"),
+    ("perf kernel_names as a number", {"schema": 1, "kind": "perf", "kernel_names": 1.5},
+     "perf record field 'kernel_names' must be a list or null"),
+    ("perf kernel_names not pairs", {"schema": 1, "kind": "perf", "kernel_names": [["k", 1, 2]]},
+     "perf record field 'kernel_names' must be a list of [name, count] pairs"),
+    ("test_id as a list", failing_gate(test_id=["a"]), "gate record field 'test_id' must be a string or null"),
+    ("kernel as a list", failing_gate(kernel=["k"]), "gate record field 'kernel' must be a string or null"),
+    ("nodeid as a list", fixtures.outcome_record("a::b") | {"nodeid": ["a"]}, "field 'nodeid' must be a string"),
+    ("outcome as a list", fixtures.outcome_record("a::b") | {"outcome": ["failed"]}, "field 'outcome' must be a str"),
+    # SCHEMA.md: every record has "schema": 1; a record of another version would be read as this one's layout
+    ("schema 99", failing_gate(schema=99), "record schema 99 is not 1"),
+    ("schema true", failing_gate(schema=True), "record schema True is not 1"),
 ]
 
 
@@ -132,3 +159,89 @@ def test_a_record_number_is_a_real_field_and_never_a_bool():
 
     assert number(True) is None and number(False) is None and number(None) is None and number("x") is None
     assert number(3) == 3.0 and number(0.5) == 0.5 and number("inf") == math.inf and math.isnan(number("nan"))
+
+
+
+def test_a_record_without_a_schema_is_read_as_version_1():
+    # Records built in memory (perf.harness.perf_record, impl/test_canary.py) get their schema only from
+    # append_record, so a missing one is version 1; only a different version is refused (BAD_LINES).
+    assert build_results([{"kind": "environment", "arms": {}}])["verdict"] == "PASS"
+
+
+def test_a_non_finite_median_compares_and_renders(tmp_path, capsys):
+    # The recorder writes an infinite median as "inf"; read back from the earlier results.json, the comparison's
+    # change is the string "inf" too, which the report's change filter multiplied as a number.
+    def perf(median):
+        return {"schema": 1, "kind": "perf", "benchmark": "b", "kernel": "k", "arm": "graph", "shape": [1],
+                "median_s": median, "regressed": False}
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    write(old, [fixtures.environment(), perf(1e-3)])
+    write(new, [fixtures.environment(), perf("inf")])
+    assert summary.main([str(old), "--pytest-status", "0"]) == 0
+    assert summary.main([str(new), "--pytest-status", "0", "--compare", str(old / "results.json")]) == 0
+    assert "perf b: +inf%" in capsys.readouterr().out
+    assert json.loads((new / "results.json").read_text())["comparison"]["perf"][0]["change"] == "inf"
+    # rendered again from the file, where the change is the string
+    assert render.main([str(new / "results.json"), "-o", str(tmp_path / "again.html")]) == 0
+    assert ">+inf%<" in (tmp_path / "again.html").read_text()
+    assert render._environment().filters["pct"]("nan") == "nan%"
+
+
+def test_a_lone_surrogate_is_written_escaped(tmp_path):
+    # "\udc80" is valid JSON but has no UTF-8 encoding: the write failed and left an empty .index.html.tmp.
+    out = tmp_path / "out"
+    write(out, [fixtures.environment(), failing_gate(detail="bad \udc80 byte")])
+    assert summary.main([str(out), "--pytest-status", "0"]) == 1  # the gate fails: FAIL, with its report
+    assert "bad \\udc80 byte" in (out / "index.html").read_text(encoding="utf-8")
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "results.json", "results.jsonl"]
+
+
+def test_a_failed_report_write_leaves_the_old_report_and_no_temporary_file(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    write(out, [fixtures.environment(), *fixtures.gates(3)])
+    assert summary.main([str(out), "--pytest-status", "0", "--no-html"]) == 0
+    html = tmp_path / "index.html"
+    html.write_text("old report")
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt("interrupted before the move")
+
+    monkeypatch.setattr(render.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        render.render_file(out / "results.json", html)
+    assert html.read_text() == "old report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "out"]
+
+
+def test_an_unexpected_failure_leaves_no_earlier_report(tmp_path, monkeypatch):
+    # A bug in rendering (not bad input) is still a traceback, but the earlier run's report must not stay.
+    out = tmp_path / "out"
+    write(out, [fixtures.environment(), *fixtures.gates(3)])
+    (out / "index.html").write_text("<title>mlxgate PASS</title>")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(render, "render_file", broken)
+    with pytest.raises(RuntimeError):
+        summary.main([str(out), "--pytest-status", "0"])
+    assert not (out / "index.html").exists()
+
+
+def test_a_byte_that_is_not_utf8_is_named_by_its_line(tmp_path):
+    # Decoded in blocks, the error named the line the reader had reached, not the one holding the byte.
+    path = tmp_path / "results.jsonl"
+    good = json.dumps(fixtures.environment()) + "\n"
+    path.write_bytes(good.encode() * 200 + b'{"kind": "test", "nodeid": "\xff"}\n' + good.encode() * 200)
+    with pytest.raises(ValueError, match=rf"{path}:201: not UTF-8"):
+        list(read_records(path))
+
+
+def test_the_renderer_names_a_wrong_typed_field_of_a_results_document(tmp_path, capsys):
+    # python -m reports.render catches ValueError only: the field checks must reach it as one, naming the record.
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"schema": 2, "records": [fixtures.environment(arms={"graph": "yes"})]}))
+    assert render.main([str(path), "-o", str(tmp_path / "index.html")]) == 2
+    assert "records[0]: environment record field 'arms.graph' must be an object" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
