@@ -185,6 +185,16 @@ def test_error_ratio_passes_within_factor_and_fails_beyond(recorded):
     assert "index (3, 10)" in str(failure) and "FlashAttention" in str(failure)
 
 
+def test_error_ratio_floor_is_read_from_the_reference_not_the_output(recorded):
+    """The default floor is one ULP at the reference's peak: an output that rounds past the next binade (127.6 ->
+    128 in bfloat16, spacing 1) must not lift the floor for the small elements it also gets wrong (1.0 -> 1.9)."""
+    gate, records = recorded
+    reference = np.array([127.6, 1.0])
+    actual = np.array([128.0, 1.9]).astype(ml_dtypes.bfloat16)
+    _failing(lambda: gate.error_ratio(actual, reference, reference.copy()))
+    assert records[-1]["floor"] == 0.5  # the bfloat16 spacing on [64, 128), where 127.6 lies
+
+
 def test_error_ratio_cannot_collapse_when_the_baseline_is_exact(recorded):
     gate, _ = recorded
     ref = np.array([1.0, 2.0, 3.0])

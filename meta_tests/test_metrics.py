@@ -151,6 +151,17 @@ def test_noise_floor_of_a_reference_beyond_the_dtype_is_the_last_finite_spacing(
     assert metrics.rounding_noise_floor(np.array([70000.0]), "float16") == 32.0  # the gap below 65504
 
 
+@pytest.mark.parametrize("special", [np.inf, -np.inf, np.nan], ids=str)
+def test_noise_floor_is_read_at_the_finite_values_only(special):
+    """A reference's inf (a masked row, an overflow both sides agree on) sets no floor: the peak is its largest
+    finite value. Counting inf would make the floor the spacing at float32's max (2**104), so one inf let every
+    finite error through the error-ratio gate."""
+    assert metrics.rounding_noise_floor(np.array([special, 3.0, -1.0]), "float32") == 2.0 ** -22
+    assert metrics.error_ratio(np.array([special, 5.0]), np.array([special, 1.0]), np.array([special, 1.0]),
+                               factor=2.0, floor=metrics.rounding_noise_floor(np.array([special, 1.0]),
+                                                                              "float32")).passed is False
+
+
 NONFINITE = [np.nan, np.inf, -np.inf, 1.0]
 
 
