@@ -14,22 +14,34 @@ from __future__ import annotations
 
 import mlx.core as mx
 import numpy as np
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from impl.kv import PAD_VALUE, KVCache, PagedKVCache, PagedKvRows, Quantization
 from impl.masks import batched_decode_mask, cache_mask, create_causal_mask
 from properties.strategies.kv import KvSpec, host_bytes, random_kv
+from reference.masks import causal_mask
 
 SPEC = KvSpec(1, 32, 32, "float16")
 WINDOWS = st.one_of(st.none(), st.integers(1, 40))
 
 
+# The window's edge, where the cache must switch from "causal" to an array: the first query already sees every key
+# (offset + tokens == window) and one more key than the window holds (== window + 1) with offset < window; a single
+# token past it; no offset at all.
+@example(tokens=3, offset=2, window=4)
+@example(tokens=3, offset=1, window=4)
+@example(tokens=1, offset=4, window=4)
+@example(tokens=2, offset=0, window=1)
 @given(tokens=st.integers(1, 12), offset=st.integers(0, 60), window=WINDOWS)
 def test_cache_mask_policy(tokens, offset, window):
+    """An array exactly when the window hides a key the causal mask shows (the oracle's masks differ), else the
+    string form MLX's SDPA takes: "causal", or None for one token (it sees every key)."""
     mask = cache_mask(tokens, offset, window)
-    if window is not None and offset + tokens > window:
+    windowed = causal_mask(tokens, offset, window)
+    if not np.array_equal(windowed, causal_mask(tokens, offset)):
         assert isinstance(mask, mx.array) and mask.dtype == mx.bool_
+        assert np.array_equal(np.array(mask), windowed)
         assert mx.array_equal(mask, create_causal_mask(tokens, offset, window)).item()
     else:
         assert mask == (None if tokens == 1 else "causal")

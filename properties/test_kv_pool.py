@@ -196,9 +196,23 @@ def test_restore_arrays_round_trips_state(spec, seed, tokens):
     fresh.restore_arrays(saved, cache.block_table)
     assert fresh.free_blocks == fresh.num_blocks - len(cache.block_table)
     assert not set(fresh.free_list) & set(cache.block_table)
+    # the rebuilt free list hands out low indices first (restore_arrays' contract): the stack's top is the lowest
+    assert fresh.free_list == tuple(sorted(fresh.free_list, reverse=True))
     got_k, got_v = fresh.gather(cache.block_table)
     assert_bytes(got_k[:, :, :tokens], host_bytes(stored_rows(spec, k)), "restored keys")
     assert_bytes(got_v[:, :, :tokens], host_bytes(stored_rows(spec, v)), "restored values")
+
+
+@pytest.mark.parametrize("occupied, free_list", [([0], (3, 2, 1)), ([2], (3, 1, 0)), ([3, 1], (2, 0)), ([], (3, 2, 1, 0))])
+def test_restore_arrays_hands_out_low_indices_first(occupied, free_list):
+    """A restored pool allocates like a new one: the free blocks in ascending order from the top of the stack."""
+    pool = BlockPool(4, 4, 1, 32)
+    for _ in range(3):  # a used pool: its own stack order must not survive the restore
+        pool.alloc()
+    pool.free(1)
+    pool.restore_arrays(pool.arrays(), occupied)
+    assert pool.free_list == free_list
+    assert [pool.alloc() for _ in free_list] == sorted(free_list)
 
 
 @given(spec=kv_specs(quantized=None), used=st.integers(0, 3), taken=st.integers(1, 4))
