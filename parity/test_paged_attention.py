@@ -192,6 +192,42 @@ def test_quantized_pool(arm, gate, dtype, quant, geometry):
 
 
 @pytest.mark.gate
+@pytest.mark.parametrize("bits", [4, 8])
+def test_dequantized_kv_is_rounded_to_the_pool_dtype(arm, gate, bits):
+    """The contract's ``float(InT(s * q + b))``: a dequantized K/V element is rounded to the pool dtype before it is
+    used. Two keys differ only before that rounding. Key 0's dim 0 is 1.0078125 x the top code + a bias (4 bits:
+    15.1171875 + 0.875 = 15.9921875, 8 bits: 256.9921875 + 0), key 1's is 1 x the top code + 1 (16, 256); both
+    round to 16 / 256 in bfloat16 (spacing 1/16 below 16, 2 above 256). So both scores are equal (q = 8 on dim 0)
+    and the two values, +1 and -1 on every dim, average to exactly 0: every product and sum is exact in float32.
+    Unrounded, key 0 scores 0.0625 lower (4 bits) or 7.9 higher (8 bits), and the output moves to -0.03 / +1.
+    Random pools never let that rounding decide a softmax, so the quantized gates cannot see it."""
+    top, key_bias = 2**bits - 1, {4: 0.875, 8: 0.0}[bits]
+    pack, dim, block = 32 // bits, 32, 16
+
+    def plane(codes_dim0):  # [1 block, 1 head, block tokens, words]: dim 0 of token t holds codes_dim0[t]
+        words = np.zeros((1, 1, block, dim // pack), np.uint32)
+        words[0, 0, :2, 0] = codes_dim0
+        return mx.array(words)
+
+    def per_token(first, second):  # [1, 1, block, 1 group] in bfloat16
+        column = np.zeros((1, 1, block, 1), np.float32)
+        column[0, 0, :2, 0] = first, second
+        return mx.array(column).astype(mx.bfloat16)
+
+    storage = sts.ArrayPagedStorage(
+        keys=plane([top, top]), values=plane([0, 0]), block_size=block, head_dim=dim, v_head_dim=dim,
+        dtype=mx.bfloat16, quantization=sts.PagedQuantization(bits, dim),
+        key_scales=per_token(1.0078125, 1.0), key_biases=per_token(key_bias, 1.0),
+        value_scales=per_token(1.0, 1.0), value_biases=per_token(1.0, -1.0))
+    q = np.zeros((1, 1, 1, dim), np.float32)
+    q[..., 0] = 8.0
+    out = paged_attention(mx.array(q).astype(mx.bfloat16), storage, [0], 2, scale=1.0, arm=arm)
+    gate.bit_exact(out, mx.zeros((1, 1, 1, dim), mx.bfloat16),
+                   what="keys equal once rounded to bfloat16: the two values' mean, exactly 0",
+                   kernel=f"paged_attention_q{bits}", case=f"rounding-tie-q{bits}g{dim}")
+
+
+@pytest.mark.gate
 def test_numpy_integer_quantization_runs_as_ints(arm, gate):
     """The checks take NumPy integers for ``storage.quantization``'s bits and group size (as for every int argument):
     such a storage runs, bit for bit the same call with Python ints (the graph arm's MLX ops take only ints)."""
