@@ -350,6 +350,9 @@ def test_nmse_of_tiny_values_is_not_zero():
     """Squares below ~1e-308 underflow to 0 in float64: without the common scale 2e-200 against 1e-200 gave 0."""
     assert metrics.nmse(np.array([2e-200]), np.array([1e-200])) == pytest.approx(1.0)
     assert metrics.nmse(np.array([1e-200, 0.0]), np.array([1e-200, 0.0])) == 0.0
+    # an all-zero reference is not rescaled by itself: the output's magnitude sets the scale, so a tiny nonzero
+    # output is infinitely far from it (not 0 / 0 read as a match)
+    assert metrics.nmse(np.array([1e-200]), np.array([0.0])) == float("inf")
 
 
 @pytest.mark.parametrize("call, error, name", [

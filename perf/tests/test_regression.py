@@ -477,3 +477,13 @@ def test_numpy_numbers_are_thresholds():
         compare(samples, samples, alpha=0.01, floor_s=0.0)
     assert compare(samples, samples, alpha=np.float32(0.25)).alpha == 0.25  # (exact in float32)
     assert min_p_value(np.int64(5), 5) == min_p_value(5, 5)
+
+
+def test_a_baseline_median_at_the_floor_is_gated():
+    """The floor reads "at least floor_s": a baseline whose median is exactly the floor is judged, so a 2x slowdown
+    there regresses (a strict comparison left every case at the floor unjudged)."""
+    baseline, current = [0.9, 0.95, 1.0, 1.05, 1.1], [2.0, 2.1, 2.2, 2.3, 2.4]
+    at = compare(current, baseline, floor_s=1.0)
+    assert at.baseline_median_s == 1.0 and at.gated and at.regressed
+    above = compare(current, baseline, floor_s=math.nextafter(1.0, 2.0))
+    assert not above.gated and not above.regressed

@@ -242,6 +242,30 @@ def test_float64_baseline_is_the_oracle(gate, case):
                       case=f"{case.id}-reorder{reorder}")
 
 
+@pytest.mark.parametrize("reorder", [True, False], ids=["scale-k", "scale-q"])
+def test_baseline_scales_the_operand_its_flag_names(gate, reorder):
+    """``reorder_ops`` picks which operand is scaled and rounded first (the module docstring's step 1), the rest of
+    the steps as documented, each in float32 rounded to float16. Written out here step by step and compared
+    bit for bit, with a scale no power of two (0.1: either product rounds, so the two orders differ, by 4.9e-4
+    at this input); a power-of-two scale, which every other test takes, makes both orders exact."""
+    f16, f32 = np.float16, np.float32
+    q = np.array([-1.603515625, -2.6484375, -0.496826171875, 0.8408203125], f16).reshape(1, 1, 1, 4)
+    k = np.array([[2.271484375, 0.2193603515625, -1.10546875, -1.5693359375],
+                  [1.4970703125, 3.26953125, 0.54541015625, -2.466796875]], f16).reshape(1, 1, 2, 4)
+    v = np.array([-0.95849609375, 1.599609375], f16).reshape(1, 1, 2, 1)
+    s = f32(0.1)
+    qs, ks = (q, (k.astype(f32) * s).astype(f16)) if reorder else ((q.astype(f32) * s).astype(f16), k)
+    scores = (qs.astype(f32) @ np.swapaxes(ks, -1, -2).astype(f32)).astype(f16).astype(f32)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    probs = (weights / weights.sum(axis=-1, keepdims=True)).astype(f16)
+    expected = (probs.astype(f32) @ v.astype(f32)).astype(f16)
+    got = attention_ref(q, k, v, scale=0.1, upcast=False, reorder_ops=reorder)
+    gate.bit_exact(got, expected, what="the documented steps written out", kernel=ORACLE,
+                   case=f"baseline-order-{'k' if reorder else 'q'}")
+    other = attention_ref(q, k, v, scale=0.1, upcast=False, reorder_ops=not reorder)
+    assert not np.array_equal(other, expected), "the two orders agree here: the case cannot tell them apart"
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_baseline_rounds_in_the_input_dtype(gate, dtype):
     rng = np.random.default_rng(7)
