@@ -247,3 +247,39 @@ def test_check_partials_names_the_argument_and_the_layout():
         check_partials(("values", out), ("maxima", rows[..., 0]), ("sums", rows), layout="[Hq, n, count, Dv]")
     with pytest.raises(ValueError, match="values must be"):
         check_partials(("values", rows), ("maxima", rows), ("sums", rows), layout="L")  # out is not 4-d
+
+
+# --- geometry helpers at their boundaries ------------------------------------------------------------------------
+# The helpers' docstrings state where each choice flips; the boundary itself is where an off-by-one hides.
+
+
+def test_block_keys_halves_only_past_the_threadgroup_memory():
+    """Two padded 32-key blocks (K and V, halves) fit Metal's 32 KiB up to D = 248 (2 * 32 * (248 + 8) * 2 =
+    32768 bytes exactly); at 249 they would not, and a block holds 16 keys."""
+    from impl.multi_query import launch
+
+    largest = launch.THREADGROUP_BYTES // (4 * launch.BK) - launch.ROW_PAD
+    assert largest == 248
+    assert (mq.block_keys(largest), mq.block_keys(largest + 1)) == (32, 16)
+
+
+@pytest.mark.parametrize("quantized, matrix", [(True, False), (False, True)], ids=["affine", "matrix"])
+def test_a_sequence_shorter_than_the_minimum_partition_is_one_whole_partition(quantized, matrix):
+    """An affine pool's partition is at least 512 tokens and a matrix partial's 128, "or the whole sequence
+    (rounded up to the quantum) when shorter": 100 tokens are one partition of 128, not of the minimum."""
+    minimum = paged.QUANTIZED_MIN_PARTITION if quantized else paged.MATRIX_MIN_PARTITION
+    assert paged.partition_size(100, 8, quantized=quantized, matrix=matrix) == 128
+    # just past the minimum on a target that wants many partitions: the minimum itself
+    assert paged.partition_size(minimum + 1, 1, quantized=quantized, matrix=matrix) == minimum
+
+
+@pytest.mark.parametrize("v_head_dim", [254, 256, 510, 512, 1024, 2046])
+def test_rows_per_threadgroup_fit_the_combine_buffers(v_head_dim):
+    """R rows need SIMDGROUPS * R * (Dv + 2) float32 of combine buffers within THREADGROUP_MEMORY: the largest R
+    that fits, up to the rows there are and MAX_ROWS (Dv = 512: 3 rows, where 4 would need 32896 bytes)."""
+    rows = paged.rows_per_threadgroup(4, 1, 1, v_head_dim)
+
+    def fits(r):
+        return 4 * paged.SIMDGROUPS * r * (v_head_dim + 2) <= paged.THREADGROUP_MEMORY
+
+    assert fits(rows) and (rows == paged.MAX_ROWS or not fits(rows + 1))

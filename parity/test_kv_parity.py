@@ -63,6 +63,19 @@ def test_dense_cache_grows_before_it_writes():
     assert capacities == [(5, 256, 256), (256, 256, 256), (257, 512, 512), (513, 513, 513), (813, 1025, 1025)]
 
 
+def test_dense_state_is_the_live_prefix():
+    """``state`` is what mlx-lm's ``KVCache.state`` is: K/V of the ``offset`` live tokens, not the buffer (its
+    256-row step of zeros, a trimmed token)."""
+    spec = KvSpec(2, 8, 8, "float16")
+    cache = KVCache()
+    keys, values = random_kv(3, spec, 3)
+    cache.update_and_fetch(keys, values)
+    cache.trim(1)
+    state = cache.state()
+    assert [tuple(a.shape) for a in state] == [(1, 2, 2, 8), (1, 2, 2, 8)]
+    assert mx.array_equal(state[0], keys[:, :, :2]).item() and mx.array_equal(state[1], values[:, :, :2]).item()
+
+
 @pytest.mark.parametrize("max_blocks", [1, 3])
 def test_paged_cache_takes_the_blocks_it_needs(max_blocks):
     """A bounded paged cache's table and pool before anything is read: one block per ``block_size`` tokens, a

@@ -49,7 +49,7 @@ order, kept apart; ``samples_s`` is their concatenation (readers that want
 every sample keep working), ``median_s`` the median of the process medians
 (the gate's reference), ``iqr_s`` of all samples. ``processes`` records where
 each process came from (the file), its environment and its copy bandwidth; the
-top-level ``copy_bandwidth`` is that of the median process by GB/s, the
+top-level ``copy_bandwidth`` is that of the median process by GB/s (of an even count, the lower middle one), the
 ``environment`` the first one's; torch ``references`` and ``skipped`` stay in
 the run documents (nothing gates them). The sources must agree, else nothing is
 stored and the error names the disagreement: the same device key, settings

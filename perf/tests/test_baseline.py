@@ -7,6 +7,7 @@ import os
 import re
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 from perf import baseline as store
@@ -266,6 +267,20 @@ def test_update_pools_several_processes_each_kept_apart(tmp_path, capsys):
     assert document["copy_bandwidth"]["gbps"] == 20.0  # the median process's
     assert document["settings"] == {"suite": "cpu", "rounds": 5, "warmup": 1, "batch": 1, "gate_floor_s": 0.00025}
     assert "3 processes" in store._show(document) and "process spread 20.0%" in store._show(document)
+
+
+def test_the_pooled_median_is_the_median_of_process_medians_not_of_all_samples():
+    """Processes with skewed samples (each: three fast rounds, two slow ones): the gate's reference is the middle
+    process's median, 1.12 ms, where the median of all fifteen samples is 1.21 ms. And with an even count of
+    processes the copy bandwidth stored is the lower median process's (of 10 and 30 GB/s, 10)."""
+    runs = []
+    for i, base in enumerate((1.00e-3, 1.10e-3, 1.20e-3)):
+        run = _run(base, gbps=10.0 * (i + 1), seed=i)
+        run["benchmarks"][CASE]["samples_s"] = [base, base + 1e-5, base + 2e-5, 1.5e-3 + 2e-5 * i, 1.51e-3 + 2e-5 * i]
+        runs.append(run)
+    entry = store.pool_documents(runs, ["p1", "p2", "p3"])["benchmarks"][CASE]
+    assert entry["median_s"] == pytest.approx(1.12e-3) and float(np.median(entry["samples_s"])) == pytest.approx(1.21e-3)
+    assert store.pool_documents(runs[:2], ["p1", "p2"])["copy_bandwidth"]["gbps"] == 10.0
 
 
 def test_a_pooled_baseline_takes_another_process(tmp_path):
