@@ -222,6 +222,17 @@ def test_every_call_records_context_and_verdict(make_gate):
     assert (first["kernel"], first["arm"], first["shape"], first["case"]) == ("k", "graph", [2, 3], "Hq8-Hkv2")
 
 
+def test_a_calls_kernel_overrides_the_gates_bound_kernel(recorded):
+    """A test gating two kernels through one gate names each call's kernel (``kernel=``): the record is filed
+    under that kernel, not the one the gate was bound to, or the report's per-kernel table and the comparison
+    would count it against the wrong kernel. Without ``kernel=`` the bound one still holds."""
+    gate, records = recorded  # bound to kernel "meta"
+    x = np.arange(4, dtype=np.int32)
+    gate.equal(x, x, kernel="block_table")
+    gate.equal(x, x)
+    assert [r["kernel"] for r in records] == ["block_table", "meta"]
+
+
 def test_findings_are_recorded_not_raised(make_gate):
     records: list[dict] = []
     make_gate(sink=records.append).finding("quantize differs on GPU", {"max_diff": 0.033})

@@ -389,6 +389,49 @@ def test_a_killer_named_by_its_function_that_fails_on_the_clean_tree_proves_noth
     assert not report.ok
 
 
+@pytest.mark.parametrize("clean_run", [
+    dict(exitstatus=None, passed=0, timed_out=True),  # killed at the timeout: no outcome, no failed id
+    dict(exitstatus=3, passed=1, timed_out=False),  # pytest crashed (internal error) after one pass
+], ids=["timed_out", "crashed"])
+def test_a_clean_check_that_broke_without_a_failed_id_makes_every_mutant_an_error(standin, tmp_path, monkeypatch,
+                                                                                   clean_run):
+    """A clean check that timed out or crashed names no failing test, so it cannot clear any mutant's killers: each
+    mutant is an error naming the exit (and runs nothing), never a kill its killers might score on a broken tree."""
+    from mutants import runner
+    from mutants.runner import PytestRun
+
+    broken = PytestRun(clean_run["exitstatus"], clean_run["passed"], 0, 0, [], 1.0, "INTERNALERROR> boom",
+                       timed_out=clean_run["timed_out"])
+    monkeypatch.setattr(runner, "_clean_run", lambda *args, **kwargs: broken)
+    mutant = standin_mutant("sum_is_a_difference", "return a + b", "return a - b", "test_calc.py::test_add")
+    report, records = run_standin(standin, tmp_path, mutant)
+    assert report.clean.run is broken and not report.clean.passed
+    (result,) = report.results
+    assert result.status == "error" and result.killed_by is None, (result.status, result.detail)
+    assert result.detail.startswith("its killing tests fail on the unmutated tree: "
+                                    f"pytest exit {clean_run['exitstatus']}\n") and "boom" in result.detail
+    assert [r["status"] for r in records] == ["error"] and not report.ok
+
+
+@pytest.mark.parametrize("run, passed", [
+    (dict(), True),
+    (dict(exitstatus=None, timed_out=True), False),  # killed at the timeout after some tests passed
+    (dict(exitstatus=1), False),  # pytest failed though no test did (a fixture error, a crashed session)
+    (dict(failed=1, exitstatus=1), False),
+    (dict(passed=0, exitstatus=5), False),  # no test collected: nothing was checked
+], ids=["clean", "timed_out", "exit_1", "a_failure", "none_ran"])
+def test_the_clean_check_passes_only_a_finished_run_with_passes_and_no_failure(run, passed):
+    """``CleanCheck.passed`` decides whether the mutants' kills count: a run that timed out or exited non-zero did
+    not show the killers pass on the unmutated tree, whatever its pass and fail counts say."""
+    from mutants.runner import CleanCheck, PytestRun
+
+    fields = {"exitstatus": 0, "passed": 3, "failed": 0, "timed_out": False, **run}
+    r = PytestRun(fields["exitstatus"], fields["passed"], fields["failed"], 0,
+                  ["t.py::test_a"] if fields["failed"] else [], 1.0, "", timed_out=fields["timed_out"])
+    assert CleanCheck(["t.py::test_a"], run=r).passed is passed
+    assert CleanCheck(["t.py::test_a"]).passed is False  # no run: nothing checked
+
+
 @pytest.mark.parametrize("selector, test_id, selected", [
     ("t.py::test_a", "t.py::test_a", True),
     ("t.py::test_a", "t.py::test_a[1-x]", True),

@@ -150,6 +150,17 @@ def test_a_failed_gate_of_an_xfailed_test_is_expected():
     assert build_results([fixtures.environment(), gate], pytest_status=0)["verdict"] == "FAIL"
 
 
+@pytest.mark.parametrize("when", ["setup", "teardown"])
+def test_an_errored_test_fails_the_verdict_without_a_pytest_status(when):
+    """A test whose fixture raised (outcome "error", at setup or teardown) failed as surely as one whose body did:
+    ``python -m reports.summary`` run without --pytest-status has only the records to go on, so the error must
+    fail the verdict by itself."""
+    errored = {"schema": 1, "kind": "test", "nodeid": "parity/test_x.py::test_y", "module": "parity/test_x.py",
+               "outcome": "error", "when": when, "duration": 0.1, "skip_reason": None, "message": "RuntimeError"}
+    results = build_results([fixtures.environment(), errored])
+    assert (results["verdict"], results["reasons"]) == ("FAIL", ["1 test(s) failed"])
+
+
 def test_a_record_number_is_a_real_field_and_never_a_bool():
     """``results.number``: the recorder writes nan / inf as strings; a bool (a verdict, not a measurement), None
     and text that is no number read as no number."""

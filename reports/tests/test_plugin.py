@@ -260,3 +260,37 @@ def test_a_module_skipped_at_collection_gets_a_record_and_a_line(tmp_path, worke
     assert skipped["skip_reason"] == "arm metal: no Metal device (the whole module)"
     assert any(line.startswith("mlxgate: test_skipped.py  0 passed, 0 failed, 1 skipped")
                for line in done.stdout.splitlines()), done.stdout
+
+
+TEARDOWN_FAILS = '''
+import pytest
+
+
+@pytest.fixture
+def leaky():
+    yield
+    raise RuntimeError("the fixture could not release its buffer")
+
+
+def test_body_passes(leaky):
+    pass
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["plain", "xdist"])
+def test_a_fixture_failing_in_teardown_is_an_error_that_fails_the_verdict(tmp_path, workers):
+    """A test whose body passed but whose fixture raised in teardown is an error (pytest says so and exits 1): its
+    record must say outcome "error", when "teardown", with the fixture's message, so the verdict fails on the
+    records alone (``python -m reports.summary`` without --pytest-status), not a pass that hides the failure."""
+    from reports.results import build_results
+
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_teardown.py").write_text(TEARDOWN_FAILS)
+    done, records = run_pytest(tmp_path, "-p", "reports.plugin", *workers)
+    assert done.returncode == 1, done.stdout[-2000:]
+    (test,) = [r for r in records if r["kind"] == "test"]
+    assert (test["nodeid"], test["outcome"], test["when"]) == ("test_teardown.py::test_body_passes", "error",
+                                                               "teardown")
+    assert "could not release its buffer" in test["message"]
+    results = build_results(records)
+    assert (results["verdict"], results["reasons"]) == ("FAIL", ["1 test(s) failed"])
