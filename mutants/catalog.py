@@ -950,6 +950,81 @@ CATALOG: tuple[Mutant, ...] = (
               "      if (ms == 0.0f) continue;\n      const float w = metal::exp(ms - gmax);"),
          graph(KVQ4, "w = mx.where(m == -mx.inf, 0.0, mx.exp(m - top))", "w = mx.where(m == 0.0, 0.0, mx.exp(m - top))")),
         ("parity/test_kvq4_decode.py::test_no_score_above_zero[{arm}-seed-float32-H8-KVH1-N1203-block512-slice-zero]",)),
+    # --- bugs written by hand against the finished suite, which it did not kill until the test beside each was
+    # added (docs/mutants.md, "Bugs nobody listed") ------------------------------------------------------------
+    Mutant(
+        "paged_dequantize_skips_dtype_rounding",
+        "a dequantized K/V element is used as the float32 s * q + b, not rounded to the pool dtype first (the "
+        "contract's float(InT(s * q + b))): random pools never let that rounding decide a softmax",
+        "paged_attention",
+        (body(PAGED_AFFINE_LOAD, "= float(InT(fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b)));",
+              "= fma(s, float((word >> (e * BITS)) & ((1u << BITS) - 1u)), b);"),
+         graph(PAGED_GRAPH, "return values.astype(storage.dtype).astype(mx.float32) if round_kv else values",
+               "return values")),
+        ("parity/test_paged_attention.py::test_dequantized_kv_is_rounded_to_the_pool_dtype[{arm}-8]",)),
+    Mutant(
+        "pool_restore_hands_out_high_first",
+        "restore_arrays rebuilds the free list in ascending order, so the highest free block is handed out first, "
+        "not the lowest as in a new pool",
+        "kv.pool",
+        (code(POOL, "self._free = [b for b in range(self.num_blocks - 1, -1, -1) if b not in used]",
+              "self._free = [b for b in range(self.num_blocks) if b not in used]"),),
+        ("properties/test_kv_pool.py::test_restore_arrays_hands_out_low_indices_first",)),
+    Mutant(
+        "cache_mask_window_from_the_offset_only",
+        "a cache's mask takes the window into account only once the earlier tokens alone fill it (offset >= "
+        "window): new tokens that carry the keys past the window attend to keys the window hides",
+        "masks",
+        (code(MASKS, "if window is not None and offset + tokens > window:",
+              "if window is not None and offset >= window:"),),
+        ("properties/test_kv_masks.py::test_cache_mask_policy",)),
+    Mutant(
+        "dense_state_is_the_whole_buffer",
+        "the dense cache's state is its buffer (a 256-row step, trimmed tokens and zeros included), not the live "
+        "prefix mlx-lm's KVCache.state returns",
+        "kv.dense",
+        (code(DENSE, "return [] if self.keys is None else list(self.fetch())",
+              "return [] if self.keys is None else [self.keys, self.values]"),),
+        ("parity/test_kv_parity.py::test_dense_state_is_the_live_prefix",)),
+    Mutant(
+        "multi_query_block_keys_halved_at_the_limit",
+        "multi-query stages 16-key blocks at D = 248, where two padded 32-key blocks fill Metal's 32 KiB exactly: "
+        "half the keys per block at a head dim that fits",
+        "multi_query.host",
+        (code(MULTI_LAUNCH, "2 * BK * (d + ROW_PAD) * 2 <= THREADGROUP_BYTES",
+              "2 * BK * (d + ROW_PAD) * 2 < THREADGROUP_BYTES"),),
+        ("impl/test_helper_checks.py::test_block_keys_halves_only_past_the_threadgroup_memory",)),
+    Mutant(
+        "paged_quantized_partition_past_the_sequence",
+        "an affine pool's partition is the 512-token minimum even for a shorter sequence (not the whole sequence "
+        "rounded up to the quantum): padded work on every short decode",
+        "paged_attention.host",
+        (code(PAGED_LAUNCH, "quanta = max(quanta, min(QUANTIZED_MIN_PARTITION // PARTITION_QUANTUM, whole))",
+              "quanta = max(quanta, QUANTIZED_MIN_PARTITION // PARTITION_QUANTUM)"),),
+        ("impl/test_helper_checks.py::test_a_sequence_shorter_than_the_minimum_partition_is_one_whole_partition"
+         "[affine]",)),
+    Mutant(
+        "paged_rows_ignore_the_combine_memory",
+        "a partial threadgroup serves up to MAX_ROWS query rows whatever Dv: at Dv = 512 four rows' combine "
+        "buffers need 32896 bytes, past the 32768 a body may declare",
+        "paged_attention.host",
+        (code(PAGED_LAUNCH, "return max(1, min(rows, MAX_ROWS, fit))", "return max(1, min(rows, MAX_ROWS))"),),
+        ("impl/test_helper_checks.py::test_rows_per_threadgroup_fit_the_combine_buffers[512]",)),
+    Mutant(
+        "perf_baseline_median_of_all_samples",
+        "a pooled baseline's median is that of every sample, not of the process medians: one slow process's "
+        "samples move the gate's reference",
+        "perf.baseline",
+        (code("perf/baseline.py", '"median_s": float(np.median([np.median(p) for p in per_process])),',
+              '"median_s": float(np.median(pooled)),'),),
+        ("perf/tests/test_baseline.py::test_the_pooled_median_is_the_median_of_process_medians_not_of_all_samples",)),
+    Mutant(
+        "perf_gate_floor_exclusive",
+        "the regression gate judges a case only above its floor, not at it: a baseline median exactly at the "
+        "floor is never gated",
+        "perf.regression",
+        (code("perf/regression.py", "gated = reference >= floor_s", "gated = reference > floor_s"),),
+        ("perf/tests/test_regression.py::test_a_baseline_median_at_the_floor_is_gated",)),
 )
 
 
