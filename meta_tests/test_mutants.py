@@ -416,7 +416,7 @@ def test_a_clean_check_that_broke_without_a_failed_id_makes_every_mutant_an_erro
 @pytest.mark.parametrize("run, passed", [
     (dict(), True),
     (dict(exitstatus=None, timed_out=True), False),  # killed at the timeout after some tests passed
-    (dict(exitstatus=1), False),  # pytest failed though no test did (a fixture error, a crashed session)
+    (dict(exitstatus=1), False),  # pytest failed though no test did (a fixture error, a crashed pytest run)
     (dict(failed=1, exitstatus=1), False),
     (dict(passed=0, exitstatus=5), False),  # no test collected: nothing was checked
 ], ids=["clean", "timed_out", "exit_1", "a_failure", "none_ran"])
