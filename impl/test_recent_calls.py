@@ -111,7 +111,12 @@ def _paged(bits: int | None) -> tuple:
     bad = {"length bool": dict(length=True), "length past the table": dict(length=case.length + 40),
            "scale bool": dict(scale=True), "partition bool": dict(partition=True),
            "q rows": dict(q=mx.zeros((1, 4, 9, 64), mx.bfloat16)),
-           "table outside the pool": dict(block_table=BlockTable.of([case.num_blocks] * len(case.table)))}
+           "table outside the pool": dict(block_table=BlockTable.of([case.num_blocks] * len(case.table))),
+           # a storage whose planes are the remembered call's but whose stated geometry is not: its key must hold
+           # the scalars too, not only the arrays
+           "storage head_dim": dict(storage=dataclasses.replace(case.storage, head_dim=65)),
+           "storage v_head_dim": dict(storage=dataclasses.replace(case.storage, v_head_dim=65)),
+           "storage block_size": dict(storage=dataclasses.replace(case.storage, block_size=17))}
     storage2 = dataclasses.replace(case.storage, keys=case.storage.keys + 0)
     return (paged, ("_compiled_pair",), lambda **o: paged.paged_attention(**(args | o)), bad, args,
             (dict(storage=storage2), 1, storage2.keys))

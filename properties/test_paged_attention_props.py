@@ -221,6 +221,19 @@ def test_partition_size_refuses_bad_arguments_by_name(args, error, name):
         partition_size(*args)
 
 
+def test_a_length_of_2_to_the_24_is_refused_by_the_direct_kernel():
+    """The kernels carry the length as a float32, exact below 2**24 (``DIRECT_MAX_LENGTH``): the bound is exclusive,
+    so 2**24 itself is refused. One block of 2**24 tokens, lazily zero: the check comes before anything is read."""
+    from impl.paged_attention import DIRECT_MAX_LENGTH
+
+    tokens = DIRECT_MAX_LENGTH
+    plane = mx.zeros((1, 1, tokens, 8), mx.float16)
+    storage = sts.ArrayPagedStorage(keys=plane, values=plane, block_size=tokens, head_dim=8, v_head_dim=8,
+                                    dtype=mx.float16)
+    with pytest.raises(ValueError, match=r"length=16777216 must be below 2\*\*24"):
+        paged_attention(mx.zeros((1, 1, 1, 8), mx.float16), storage, [0], tokens, scale=1.0, arm="graph")
+
+
 def test_partition_of_the_wrong_kind_raises_type_error():
     case = small_case()
     with pytest.raises(TypeError, match="partition must be an int"):
