@@ -1025,6 +1025,22 @@ CATALOG: tuple[Mutant, ...] = (
         "perf.regression",
         (code("perf/regression.py", "gated = reference >= floor_s", "gated = reference > floor_s"),),
         ("perf/tests/test_regression.py::test_a_baseline_median_at_the_floor_is_gated",)),
+    Mutant(
+        "paged_remembered_key_drops_head_dim",
+        "the key of a validated paged call leaves out the storage's stated head dim: a storage stating another head "
+        "dim over the remembered planes is served as the remembered call, its refusal skipped",
+        "paged_attention.host",
+        (code(f"{PAGED_DIR}/__init__.py", "scalar_key(storage.block_size), scalar_key(storage.head_dim),",
+              "scalar_key(storage.block_size),"),),
+        ("impl/test_recent_calls.py::test_bad_arguments_raise_whatever_was_remembered[paged bf16-after a valid call]",)),
+    Mutant(
+        "paged_direct_length_bound_inclusive",
+        "the direct kernel takes a length of exactly 2**24, which its float32 length no longer holds as a bound "
+        "below 2**24 (DIRECT_MAX_LENGTH is exclusive)",
+        "paged_attention.host",
+        (code(f"{PAGED_DIR}/__init__.py", "if direct and length >= DIRECT_MAX_LENGTH:",
+              "if direct and length > DIRECT_MAX_LENGTH:"),),
+        ("properties/test_paged_attention_props.py::test_a_length_of_2_to_the_24_is_refused_by_the_direct_kernel",)),
 )
 
 
