@@ -687,10 +687,8 @@ def test_dequantize_takes_what_quantize_returns_for_no_rows(quantization):
 
 
 def rows_view():
-    """A 2-row view: row 0 holds 3 tokens (left pad 1), row 1 holds 4."""
-    batch = PagedKvRows(8, BLOCK)
-    batch.merge_rows([paged(SPEC, 2), paged(SPEC, 3)])
-    return batch.append_and_fetch(*kv(1, batch=2))
+    """A 2-row view of ``rows()`` after one more token: row 0 holds 7 tokens, row 1 holds 4 (left pad 3)."""
+    return rows().append_and_fetch(*kv(1, batch=2))
 
 
 @pytest.mark.parametrize("mask", [mx.array(True), mx.ones((2, 1, 1, 1), mx.bool_), mx.zeros((1, 1), mx.float16)],

@@ -92,60 +92,36 @@ def _check_field_types(record: dict, kind: str, where: str) -> None:
     if isinstance(schema, bool) or schema != RECORD_SCHEMA:
         raise ValueError(f"{where}: record schema {schema!r} is not {RECORD_SCHEMA}, the version this reader knows")
 
-    def bad(field: str, want: str) -> ValueError:
-        return ValueError(f"{where}: {kind} record field {field!r} must be {want}, got {_shown(record, field)}")
+    def typed(field: str, value, kinds: type | tuple, want: str, *, null: bool = True):
+        """``value`` (the record's ``field``, a dotted path below it) when of ``kinds`` (or None where ``null``)."""
+        if (value is None and not null) or (value is not None and not isinstance(value, kinds)):
+            text = repr(value)
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise ValueError(f"{where}: {kind} record field {field!r} must be {want}, got {shown}")
+        return value
 
     for name in _TEXT_FIELDS.get(kind, ()):
-        if record.get(name) is not None and not isinstance(record[name], str):
-            raise bad(name, "a string or null")
+        typed(name, record.get(name), str, "a string or null")
     for name in _LIST_FIELDS.get(kind, ()):
-        if record.get(name) is not None and not isinstance(record[name], list):
-            raise bad(name, "a list or null")
+        typed(name, record.get(name), list, "a list or null")
     if kind == "selection":
         for name in ("args", "deselected"):
             if any(not isinstance(a, str) for a in record.get(name) or ()):
-                raise bad(name, "a list of strings")
+                typed(name, record[name], (), "a list of strings")
     if kind == "perf" and any(not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str))
                               for pair in record.get("kernel_names") or ()):
-        raise bad("kernel_names", "a list of [name, count] pairs")
-    if kind == "environment":
-        _check_environment(record, where)
-
-
-def _check_environment(record: dict, where: str) -> None:
-    """The environment record's objects: git, arms (name -> status) and dependencies, as their readers take them."""
-    def bad(field: str, want: str, value: Any) -> ValueError:
-        return ValueError(f"{where}: environment record field {field} must be {want}, got {value!r}")
-
-    git = record.get("git")
-    if git is not None:
-        if not isinstance(git, dict):
-            raise bad("'git'", 'an object {"commit", "dirty"} or null', git)
-        if git.get("commit") is not None and not isinstance(git["commit"], str):
-            raise bad("'git.commit'", "a string or null", git["commit"])
-        if git.get("dirty") is not None and not isinstance(git["dirty"], bool):
-            raise bad("'git.dirty'", "true, false or null", git["dirty"])
-    arms = record.get("arms")
-    if arms is not None:
-        if not isinstance(arms, dict):
-            raise bad("'arms'", 'an object {name: {"available", "reason"}} or null', arms)
+        typed("kernel_names", record["kernel_names"], (), "a list of [name, count] pairs")
+    if kind == "environment":  # the objects git, arms (name -> status) and dependencies, as their readers take them
+        git = typed("git", record.get("git"), dict, 'an object {"commit", "dirty"} or null') or {}
+        typed("git.commit", git.get("commit"), str, "a string or null")
+        typed("git.dirty", git.get("dirty"), bool, "true, false or null")
+        arms = typed("arms", record.get("arms"), dict, 'an object {name: {"available", "reason"}} or null') or {}
         for name, status in arms.items():
-            if not isinstance(status, dict):
-                raise bad(f"'arms.{name}'", 'an object {"available", "reason"}', status)
-            if "available" in status and not isinstance(status["available"], bool):  # "false" would read as ran
-                raise bad(f"'arms.{name}.available'", "true or false", status["available"])
-    deps = record.get("dependencies")
-    if deps is not None:
-        if not isinstance(deps, dict):
-            raise bad("'dependencies'", 'an object {"lock", "differs"} or null', deps)
-        if deps.get("differs") is not None and not isinstance(deps["differs"], list):
-            raise bad("'dependencies.differs'", "a list or null", deps["differs"])
-
-
-def _shown(record: dict, field: str) -> str:
-    """A field's value for a message: at most 80 characters of its repr."""
-    text = repr(record[field])
-    return text if len(text) <= 80 else text[:77] + "..."
+            typed(f"arms.{name}", status, dict, 'an object {"available", "reason"}', null=False)
+            if "available" in status:  # the string "false" would read as ran
+                typed(f"arms.{name}.available", status["available"], bool, "true or false", null=False)
+        deps = typed("dependencies", record.get("dependencies"), dict, 'an object {"lock", "differs"} or null') or {}
+        typed("dependencies.differs", deps.get("differs"), list, "a list or null")
 
 
 def of_kind(records: Iterable[dict], kind: str) -> list[dict]:

@@ -172,7 +172,6 @@ def test_a_record_number_is_a_real_field_and_never_a_bool():
     assert number(3) == 3.0 and number(0.5) == 0.5 and number("inf") == math.inf and math.isnan(number("nan"))
 
 
-
 def test_a_record_without_a_schema_is_read_as_version_1():
     # Records built in memory (perf.harness.perf_record, impl/test_canary.py) get their schema only from
     # append_record, so a missing one is version 1; only a different version is refused (BAD_LINES).
